@@ -1,0 +1,36 @@
+# The two commands of the README's quick start, plus a few for developers.
+# Everything real happens in CMake; this file only strings the steps together.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+EXAMPLE ?= examples/models/bert_base.onnx
+
+.PHONY: all deps configure build run test bench fuzz clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) > $(BUILD_DIR).configure.log 2>&1 || (cat $(BUILD_DIR).configure.log; exit 1)
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	@$(BUILD_DIR)/gpumem inspect $(EXAMPLE)
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@$(BUILD_DIR)/bench/gpumem_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+
+# libFuzzer needs clang; see README "Fuzzing".
+fuzz:
+	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DGPUMEM_FUZZ=ON -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_BUILD_BENCH=OFF
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader
+
+clean:
+	rm -rf $(BUILD_DIR) build-fuzz $(BUILD_DIR).configure.log

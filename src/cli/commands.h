@@ -1,0 +1,14 @@
+#pragma once
+// Each subcommand registers its flags on the app and returns the action to
+// run once parsing succeeded. Actions return the process exit code.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace gpumem::cli {
+
+using Action = std::function<int()>;
+
+Action add_inspect_command(CLI::App& app);
+
+}  // namespace gpumem::cli

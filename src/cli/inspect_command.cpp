@@ -1,0 +1,41 @@
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "gpumem/report/inspect_report.h"
+
+namespace gpumem::cli {
+
+Action add_inspect_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Where a model's memory goes: weights, activations, peak and where");
+  struct Args {
+    std::string model;
+    ModelFlags flags;
+    int top = 10;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("MODEL", args->model, "ONNX model file")->required();
+  add_model_flags(*cmd, args->flags);
+  cmd->add_option("--top", args->top, "How many of the largest activations to list")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+
+  return [args]() {
+    InspectOptions options = to_inspect_options(args->flags);
+    const InspectResult result = inspect_model(args->model, options);
+    ReportOptions report{args->top};
+    if (args->json) {
+      std::fputs((inspect_to_json(result, report).dump(2) + "\n").c_str(), stdout);
+    } else {
+      std::fputs(render_inspect_text(result, report).c_str(), stdout);
+    }
+    return 0;
+  };
+}
+
+}  // namespace gpumem::cli

@@ -1,0 +1,33 @@
+// gpumem: one binary, one subcommand per job. Subcommands only parse their
+// arguments and call the library.
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "gpumem/common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpumem: make GPU memory go further for deep-learning training and inference"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gpumem 0.1.0");
+  gpumem::cli::Action inspect = gpumem::cli::add_inspect_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : gpumem::kExitBadInput;
+  }
+  try {
+    if (app.got_subcommand("inspect")) return inspect();
+  } catch (const gpumem::InputError& e) {
+    std::fprintf(stderr, "gpumem: error: %s\n", e.what());
+    return gpumem::kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpumem: internal error: %s\n", e.what());
+    return gpumem::kExitInternal;
+  }
+  return gpumem::kExitInternal;
+}

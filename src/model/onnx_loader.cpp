@@ -1,0 +1,154 @@
+#include "gpumem/model/onnx_loader.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/onnx_pb.h>
+
+#include "gpumem/common/error.h"
+#include "model/graph_builder.h"
+#include "model/shape_inference.h"
+
+namespace gpumem {
+namespace {
+
+// Protobuf refuses messages of 2 GiB or more; larger models keep their
+// weights in external data files, which memory analysis does not need.
+constexpr size_t kMaxModelBytes = INT_MAX;
+// Subgraphs nest messages; 100 levels is ample for any real model and keeps a
+// hostile file from exhausting the stack.
+constexpr int kMaxNesting = 100;
+
+std::string read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    throw InputError(fmt::format("{}: no such file", path.string()));
+  }
+  if (std::filesystem::is_directory(status)) throw InputError(fmt::format("{}: is a directory, not a model file", path.string()));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  if (size < 0) throw InputError(fmt::format("{}: cannot read its size", path.string()));
+  if (static_cast<uint64_t>(size) >= kMaxModelBytes) {
+    throw InputError(fmt::format("{}: {} bytes is over protobuf's 2 GiB limit; save the weights as external data",
+                                 path.string(), static_cast<uint64_t>(size)));
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  if (!in) throw InputError(fmt::format("{}: read failed: {}", path.string(), std::strerror(errno)));
+  return bytes;
+}
+
+onnx::ModelProto parse(std::string_view bytes, const std::string& name) {
+  if (bytes.empty()) throw InputError(fmt::format("{}: empty file, not an ONNX model", name));
+  if (bytes.size() >= kMaxModelBytes) throw InputError(fmt::format("{}: over protobuf's 2 GiB limit", name));
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+  stream.SetRecursionLimit(kMaxNesting);
+  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    throw InputError(fmt::format("{}: not a valid ONNX model: the protobuf is truncated or corrupted", name));
+  }
+  if (!model.has_graph() || model.ir_version() <= 0) {
+    throw InputError(fmt::format("{}: not an ONNX model: {}", name,
+                                 model.has_graph() ? "no IR version" : "no graph in the file"));
+  }
+  return model;
+}
+
+void collect_symbols(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, std::set<std::string>& out) {
+  for (const auto& vi : values) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    for (const auto& d : vi.type().tensor_type().shape().dim()) {
+      if (d.has_dim_param() && !d.dim_param().empty()) out.insert(d.dim_param());
+    }
+  }
+}
+
+void bind_values(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, const LoadOptions& options) {
+  for (auto& vi : values) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    for (auto& d : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (!d.has_dim_param()) continue;
+      if (const auto it = options.dims.find(d.dim_param()); it != options.dims.end()) d.set_dim_value(it->second);
+    }
+  }
+}
+
+// Applies --dim and --batch to the graph's declared types before inference.
+void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const std::string& name) {
+  std::set<std::string> symbols;
+  collect_symbols(graph.input(), symbols);
+  collect_symbols(graph.output(), symbols);
+  collect_symbols(graph.value_info(), symbols);
+  for (const auto& [dim, value] : options.dims) {
+    if (value < 0) throw InputError(fmt::format("--dim {}={}: a dimension cannot be negative", dim, value));
+    if (!symbols.count(dim)) {
+      std::string known;
+      for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
+      throw InputError(fmt::format("--dim {}: {} has no dimension named '{}' (its symbolic dimensions: {})", dim, name,
+                                   dim, known.empty() ? "none" : known));
+    }
+  }
+  bind_values(*graph.mutable_input(), options);
+  bind_values(*graph.mutable_output(), options);
+  bind_values(*graph.mutable_value_info(), options);
+  if (options.batch) {
+    if (*options.batch <= 0) throw InputError(fmt::format("--batch {}: the batch size must be positive", *options.batch));
+    std::set<std::string> initializers;
+    for (const auto& init : graph.initializer()) initializers.insert(init.name());
+    for (auto& in : *graph.mutable_input()) {
+      if (initializers.count(in.name()) || !in.type().has_tensor_type()) continue;
+      auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+      if (shape->dim_size() > 0) shape->mutable_dim(0)->set_dim_value(*options.batch);
+    }
+  }
+}
+
+std::vector<std::string> unbound_symbols(const onnx::GraphProto& graph) {
+  std::set<std::string> symbols;
+  collect_symbols(graph.input(), symbols);
+  return {symbols.begin(), symbols.end()};
+}
+
+int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
+  }
+  return 0;
+}
+
+}  // namespace
+
+Model load_onnx_model_from_bytes(std::string_view bytes, const std::string& display_name, const LoadOptions& options) {
+  onnx::ModelProto proto = parse(bytes, display_name);
+  Model model;
+  model.path = display_name;
+  model.producer = proto.producer_name() + (proto.producer_version().empty() ? "" : " " + proto.producer_version());
+  model.ir_version = proto.ir_version();
+  model.opset = default_opset(proto);
+
+  // Structure first: a graph out of order is rejected before any inference.
+  model.graph = detail::build_graph_structure(proto.graph(), display_name);
+  bind_dimensions(*proto.mutable_graph(), options, display_name);
+  auto inferred = detail::infer_shapes(proto);
+  model.notes = std::move(inferred.notes);
+  model.notes.unbound_dims = unbound_symbols(proto.graph());
+  detail::apply_types(model.graph, proto.graph(), inferred.types, display_name);
+  return model;
+}
+
+Model load_onnx_model(const std::filesystem::path& path, const LoadOptions& options) {
+  const std::string bytes = read_file(path);
+  return load_onnx_model_from_bytes(bytes, path.string(), options);
+}
+
+}  // namespace gpumem

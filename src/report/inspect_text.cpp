@@ -1,0 +1,101 @@
+#include <fmt/format.h>
+
+#include "gpumem/common/units.h"
+#include "gpumem/report/inspect_report.h"
+#include "report/largest.h"
+
+namespace gpumem {
+namespace {
+
+std::string node_label(const Graph& g, int index) {
+  const Node& n = g.nodes[static_cast<size_t>(index)];
+  return fmt::format("node #{} '{}' ({})", index, n.name, n.op_type);
+}
+
+// Lists at most `limit` names, then how many more.
+std::string name_list(const std::vector<std::string>& names, size_t limit = 8) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > limit) s += fmt::format(" and {} more", names.size() - limit);
+  return s;
+}
+
+}  // namespace
+
+std::string render_inspect_text(const InspectResult& r, const ReportOptions& options) {
+  const Graph& g = r.model.graph;
+  const MemoryAnalysis& m = r.memory;
+  std::string out;
+  auto line = [&out](const std::string& s = {}) { out += s + "\n"; };
+
+  line(fmt::format("Model       {}", r.model.path));
+  line(fmt::format("            {}, IR {}, opset {}, {} nodes", r.model.producer.empty() ? "unknown producer" : r.model.producer,
+                   r.model.ir_version, r.model.opset, format_count(g.nodes.size())));
+  line();
+  line(fmt::format("Weights     {:>12}  in {} tensors, {} elements", format_bytes(m.weights.bytes),
+                   format_count(m.weights.count), format_count(m.weights.elements)));
+  for (const auto& [dtype, t] : m.weights.by_dtype) {
+    line(fmt::format("  {:<10}{:>12}  in {} tensors, {} elements", dtype_name(dtype), format_bytes(t.bytes),
+                     format_count(t.tensors), format_count(t.elements)));
+  }
+  if (m.weights.derived.tensors > 0) {
+    const auto& d = m.weights.derived;
+    std::vector<std::string> ops;
+    for (const auto& [op, t] : m.weights.derived_by_op) ops.push_back(fmt::format("{} {}", op, format_bytes(t.bytes)));
+    line(fmt::format("  derived   {:>12}  in {} tensors computed from other weights: {}", format_bytes(d.bytes),
+                     format_count(d.tensors), name_list(ops, 4)));
+    line(fmt::format("  stored    {:>12}  in the file itself", format_bytes(m.weights.bytes - d.bytes)));
+  }
+  line();
+  const size_t activation_count = m.activations.size() + m.unknown_activations.size();
+  line(fmt::format("Activations {:>12}  in {} tensors, if none were reused", format_bytes(m.total_activation_bytes),
+                   format_count(activation_count)));
+  if (m.peak_node >= 0) {
+    line(fmt::format("  peak live {:>12}  at {}", format_bytes(m.peak_live_bytes), node_label(g, m.peak_node)));
+    if (m.peak_live_bytes > 0) {
+      line(fmt::format("  reuse lets {:.1f}x less memory serve the same activations",
+                       static_cast<double>(m.total_activation_bytes) / static_cast<double>(m.peak_live_bytes)));
+    }
+  }
+  line();
+  const auto largest = detail::largest_activations(m, options.top);
+  if (!largest.empty()) {
+    line(fmt::format("Largest activations (live from node to node)"));
+    line(fmt::format("  {:>12}  {:<8} {:<20} {:>11}  {}", "size", "dtype", "shape", "live", "name"));
+    for (const Activation* a : largest) {
+      const Tensor& t = g.tensors[static_cast<size_t>(a->tensor)];
+      line(fmt::format("  {:>12}  {:<8} {:<20} {:>11}  {}", format_bytes(a->bytes), dtype_name(t.dtype),
+                       t.shape_string(), fmt::format("{}-{}", a->first, a->last), t.name));
+    }
+    line();
+  }
+  for (const auto& c : m.subgraph_charges) {
+    line(fmt::format("Subgraphs   {:>12}  charged at {}: the largest of its {} subgraph(s){}", format_bytes(c.bytes),
+                     node_label(g, c.node), c.subgraphs, c.has_unknown ? ", some sizes unknown" : ""));
+  }
+  if (!m.subgraph_charges.empty()) line();
+  if (m.lower_bound()) {
+    line("Unknown sizes: the totals above are lower bounds.");
+    std::vector<std::string> names;
+    for (int id : m.unknown_activations) {
+      const Tensor& t = g.tensors[static_cast<size_t>(id)];
+      names.push_back(fmt::format("{} {}", t.name, t.shape_string()));
+    }
+    if (!names.empty()) line(fmt::format("  {} activation(s): {}", names.size(), name_list(names)));
+    if (!m.weights.unknown.empty()) {
+      line(fmt::format("  {} weight(s): {}", m.weights.unknown.size(), name_list(m.weights.unknown)));
+    }
+    const auto& notes = r.model.notes;
+    if (!notes.unbound_dims.empty()) {
+      line(fmt::format("  symbolic dimensions not bound (use --dim NAME=VALUE or --batch N): {}",
+                       name_list(notes.unbound_dims)));
+    }
+    if (!notes.unknown_ops.empty()) line(fmt::format("  ops without a schema: {}", name_list(notes.unknown_ops)));
+    if (!notes.failed_nodes.empty()) {
+      line(fmt::format("  shape inference failed at: {}", name_list(notes.failed_nodes, 3)));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpumem
