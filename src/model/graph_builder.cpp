@@ -1,5 +1,6 @@
 #include "model/graph_builder.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <unordered_map>
@@ -16,8 +17,9 @@ namespace {
 using OuterLookup = std::function<bool(const std::string&)>;
 
 std::string describe_node(const onnx::NodeProto& n, int index) {
-  return fmt::format("node #{} '{}' ({})", index, n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name(),
-                     n.op_type());
+  return fmt::format("node #{} '{}' ({})", index,
+                     printable(n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name()),
+                     printable(n.op_type()));
 }
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
@@ -52,7 +54,7 @@ class StructureBuilder {
       const int id = lookup(out.name());
       if (id < 0) {
         throw InputError(fmt::format("{}: graph{} output '{}' is produced by no node, input or initializer", file_,
-                                     where(), out.name()));
+                                     where(), printable(out.name())));
       }
       graph_.outputs.push_back(id);
       graph_.tensors[static_cast<size_t>(id)].graph_output = true;
@@ -61,13 +63,13 @@ class StructureBuilder {
   }
 
  private:
-  std::string where() const { return graph_.name.empty() ? "" : " '" + graph_.name + "'"; }
+  std::string where() const { return graph_.name.empty() ? "" : " '" + printable(graph_.name) + "'"; }
 
   int define(const std::string& name, TensorRole role, int producer, const char* what) {
     if (name.empty()) return -1;
     if (const auto it = ids_.find(name); it != ids_.end()) {
       throw InputError(fmt::format("{}: graph{}: {} '{}' redefines a value already defined (values must have one "
-                                   "definition)", file_, where(), what, name));
+                                   "definition)", file_, where(), what, printable(name)));
     }
     const int id = static_cast<int>(graph_.tensors.size());
     Tensor t;
@@ -96,10 +98,10 @@ class StructureBuilder {
     if (id >= 0) return id;
     if (const auto later = later_.find(name); later != later_.end() && later->second >= index) {
       throw InputError(fmt::format("{}: graph{}: {} reads '{}', which node #{} produces later: the nodes are not in "
-                                   "topological order", file_, where(), describe_node(n, index), name, later->second));
+                                   "topological order", file_, where(), describe_node(n, index), printable(name), later->second));
     }
     throw InputError(fmt::format("{}: graph{}: {} reads '{}', which no node, graph input or initializer defines", file_,
-                                 where(), describe_node(n, index), name));
+                                 where(), describe_node(n, index), printable(name)));
   }
 
   void add_node(const onnx::NodeProto& n, int index) {
@@ -121,7 +123,9 @@ class StructureBuilder {
         Graph sub = StructureBuilder(*body, file_, &visible).build();
         for (int ref : sub.outer_refs) {
           const int id = lookup(sub.tensors[static_cast<size_t>(ref)].name);
-          if (id >= 0) node.implicit_inputs.push_back(id);
+          const bool seen = std::find(node.implicit_inputs.begin(), node.implicit_inputs.end(), id) !=
+                            node.implicit_inputs.end();
+          if (id >= 0 && !seen) node.implicit_inputs.push_back(id);
         }
         node.subgraphs.push_back(Subgraph{attr.name(), std::make_unique<Graph>(std::move(sub))});
       }
@@ -180,8 +184,8 @@ void check_dims(const Tensor& t, const std::string& file, const std::string& gra
   if (!t.dims) return;
   for (size_t axis = 0; axis < t.dims->size(); ++axis) {
     if ((*t.dims)[axis].value == -2) {
-      throw InputError(fmt::format("{}: graph{}: tensor '{}' has a negative dimension at axis {}", file,
-                                   graph_name.empty() ? "" : " '" + graph_name + "'", t.name, axis));
+        throw InputError(fmt::format("{}: graph{}: tensor '{}' has a negative dimension at axis {}", file,
+                                   graph_name.empty() ? "" : " '" + printable(graph_name) + "'", printable(t.name), axis));
     }
   }
   uint64_t elements = 1;
@@ -200,8 +204,8 @@ void check_dims(const Tensor& t, const std::string& file, const std::string& gra
   }
   const int bits = std::max(dtype_bits(t.dtype), 8);
   if (elements >= kAbsurdBytes / static_cast<uint64_t>(bits / 8)) {
-    throw InputError(fmt::format("{}: tensor '{}' {} would hold {} 1 EiB: a dimension is absurd", file, t.name,
-                                 t.shape_string(), all_known ? "more than" : "at least"));
+    throw InputError(fmt::format("{}: tensor '{}' {} would hold {} 1 EiB: a dimension is absurd", file, printable(t.name),
+                                 printable(t.shape_string()), all_known ? "more than" : "at least"));
   }
 }
 
@@ -233,7 +237,7 @@ void apply_subgraph_types(Graph& graph, const onnx::GraphProto& proto, const Typ
         for (int64_t d : init.dims()) dims.push_back(Dim{d >= 0 ? d : -2, {}});
         t.dims = std::move(dims);
         if (const auto problem = check_tensor_data(init)) {
-          throw InputError(fmt::format("{}: initializer '{}' {}", file, t.name, *problem));
+          throw InputError(fmt::format("{}: initializer '{}' {}", file, printable(t.name), *problem));
         }
         check_dims(t, file, graph.name);
         continue;

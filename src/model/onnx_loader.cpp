@@ -95,7 +95,7 @@ void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const 
       std::string known;
       for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
       throw InputError(fmt::format("--dim {}: {} has no dimension named '{}' (its symbolic dimensions: {})", dim, name,
-                                   dim, known.empty() ? "none" : known));
+                                   dim, known.empty() ? "none" : printable(known)));
     }
   }
   bind_values(*graph.mutable_input(), options);

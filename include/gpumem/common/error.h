@@ -5,6 +5,7 @@
 // the problem, so the CLI can print it as is and exit non-zero.
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace gpumem {
 
@@ -14,6 +15,10 @@ class InputError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// A name read from a file, made safe for a one-line message: control bytes
+// are escaped as \xNN and names over 120 characters are cut with "...".
+std::string printable(std::string_view name);
 
 // Exit codes shared by every subcommand.
 inline constexpr int kExitOk = 0;

@@ -1,0 +1,27 @@
+#include <gtest/gtest.h>
+
+#include "gpumem/common/units.h"
+
+namespace gpumem {
+namespace {
+
+TEST(FormatBytes, UsesBinaryUnits) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1024), "1.00 KiB");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(5111808), "4.88 MiB");  // BERT-base's peak, 4.875 MiB
+  EXPECT_EQ(format_bytes(uint64_t{1} << 30), "1.00 GiB");
+  EXPECT_EQ(format_bytes(uint64_t{3} << 40), "3.00 TiB");
+  EXPECT_EQ(format_bytes(~uint64_t{0}), "16.00 EiB");
+}
+
+TEST(FormatCount, GroupsThousands) {
+  EXPECT_EQ(format_count(0), "0");
+  EXPECT_EQ(format_count(999), "999");
+  EXPECT_EQ(format_count(1000), "1,000");
+  EXPECT_EQ(format_count(25557032), "25,557,032");
+}
+
+}  // namespace
+}  // namespace gpumem
