@@ -25,7 +25,7 @@ test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
-	@$(BUILD_DIR)/bench/gpumem_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	@$(BUILD_DIR)/bench/gpumem_bench --benchmark_repetitions=9 --benchmark_report_aggregates_only=true
 
 # libFuzzer needs clang; see README "Fuzzing".
 fuzz:

@@ -54,3 +54,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)repriced.lower_bound();
   return 0;
 }
+
+// Sanitizer reports with a stack, and every UB report is fatal.
+extern "C" const char* __ubsan_default_options() { return "print_stacktrace=1:halt_on_error=1"; }

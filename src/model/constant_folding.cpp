@@ -30,10 +30,37 @@ std::optional<Dims> attr_ints(const onnx::NodeProto& n, const char* name) {
   return Dims(a->ints().begin(), a->ints().end());
 }
 
+// Shape tensors have rank 1; no real constant the folder sees has more axes.
+constexpr size_t kMaxFoldRank = 64;
+
+// The loops below walk the outer, inner and stride products of a value's
+// dims, so zero dims do not make a value small: [2^62, 0] holds nothing but
+// would be iterated 2^62 times. Every non-zero dim counts, as does the rank
+// (each element costs one step per axis).
 bool small_enough(const Dims& dims) {
-  const auto n = element_count(dims);
-  return n && *n <= kMaxFoldElements;
+  if (dims.size() > kMaxFoldRank) return false;
+  uint64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return false;
+    if (d == 0) continue;
+    if (static_cast<uint64_t>(d) > kMaxFoldElements) return false;
+    n *= static_cast<uint64_t>(d);  // both factors <= 2^16: no overflow
+    if (n > kMaxFoldElements) return false;
+  }
+  return true;
 }
+
+// The integer a floating value stands for: truncated toward zero, saturated
+// to the int64 range, NaN as 0 (a plain cast of an out-of-range double is
+// undefined behaviour).
+int64_t to_int(double r) {
+  if (std::isnan(r)) return 0;
+  if (r >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();  // the literal rounds to 2^63
+  if (r <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(r);
+}
+
+int64_t int_at(const TensorValue& v, size_t i) { return v.floating() ? to_int(v.reals[i]) : v.ints[i]; }
 
 Result one(TensorValue v) {
   if (!small_enough(v.dims)) return std::nullopt;
@@ -96,7 +123,7 @@ void copy_element(TensorValue& dst, size_t i, const TensorValue& src, size_t j) 
   if (dst.floating()) {
     dst.reals[i] = src.real(j);
   } else {
-    dst.ints[i] = src.integer(j);
+    dst.ints[i] = int_at(src, j);
   }
 }
 
@@ -194,9 +221,9 @@ std::optional<TensorValue> binary(BinOp op, const TensorValue& a, const TensorVa
     const size_t ib = broadcast_index(i, *dims, strides, b.dims);
     if (reals) {
       const double r = real_binop(op, a.real(ia), b.real(ib), fmod);
-      set(out, i, r, static_cast<int64_t>(r));
+      set(out, i, r, to_int(r));
     } else {
-      const auto r = int_binop(op, a.integer(ia), b.integer(ib), fmod);
+      const auto r = int_binop(op, a.ints[ia], b.ints[ib], fmod);
       if (!r) return std::nullopt;
       set(out, i, static_cast<double>(*r), *r);
     }
@@ -205,11 +232,14 @@ std::optional<TensorValue> binary(BinOp op, const TensorValue& a, const TensorVa
 }
 
 std::optional<TensorValue> unary(const std::string& op, const TensorValue& x) {
-  TensorValue out = x;
-  if (op == "Not") out.dtype = DType::Bool;
+  // Not's result is bool whatever its input: start from an integer value.
+  TensorValue out = op == "Not" ? empty_like(DType::Bool, x.dims) : x;
   for (size_t i = 0; i < x.size(); ++i) {
     const double r = x.real(i);
-    const int64_t n = x.integer(i);
+    const int64_t n = int_at(x, i);
+    if ((op == "Neg" || op == "Abs") && !x.floating() && n == std::numeric_limits<int64_t>::min()) {
+      return std::nullopt;  // -INT64_MIN overflows
+    }
     if (op == "Neg") {
       set(out, i, -r, -n);
     } else if (op == "Abs") {
@@ -219,9 +249,9 @@ std::optional<TensorValue> unary(const std::string& op, const TensorValue& x) {
     } else if (op == "Ceil") {
       set(out, i, std::ceil(r), n);
     } else if (op == "Sqrt") {
-      set(out, i, std::sqrt(r), static_cast<int64_t>(std::sqrt(r)));
+      set(out, i, std::sqrt(r), to_int(std::sqrt(r)));
     } else if (op == "Not") {
-      set(out, i, r == 0, n == 0);
+      set(out, i, r == 0, r == 0);
     } else if (op == "Sign") {
       set(out, i, (r > 0) - (r < 0), (n > 0) - (n < 0));
     } else if (op == "Reciprocal") {
@@ -326,8 +356,8 @@ std::optional<TensorValue> reshape(const TensorValue& data, const TensorValue& s
       infer = static_cast<int>(i);
     } else if (dims[i] < 0) {
       return std::nullopt;
-    } else {
-      known *= dims[i];
+    } else if (__builtin_mul_overflow(known, dims[i], &known)) {
+      return std::nullopt;  // no tensor holds 2^63 elements
     }
   }
   const auto total = static_cast<int64_t>(data.size());
@@ -409,8 +439,9 @@ std::optional<TensorValue> slice(const TensorValue& data, const Dims& starts, co
     const bool pos = steps[k] > 0;
     const int64_t s = clamp(starts[k], pos);
     const int64_t e = clamp(ends[k], pos);
-    const int64_t count = pos ? (e > s ? (e - s + steps[k] - 1) / steps[k] : 0)
-                              : (s > e ? (s - e + (-steps[k]) - 1) / (-steps[k]) : 0);
+    // ceil(distance / |step|), written so that a step near the int64 limits
+    // cannot overflow: (e - s - 1) / step rounds toward zero.
+    const int64_t count = pos ? (e > s ? (e - s - 1) / steps[k] + 1 : 0) : (s > e ? 1 - (s - e - 1) / steps[k] : 0);
     begin[a] = s;
     step[a] = steps[k];
     dims[a] = count;
@@ -448,7 +479,7 @@ std::optional<TensorValue> where(const TensorValue& cond, const TensorValue& x, 
   TensorValue out = empty_like(x.dtype, *dims);
   const Dims strides = strides_of(*dims);
   for (size_t i = 0; i < out.size(); ++i) {
-    const bool c = cond.integer(broadcast_index(i, *dims, strides, cond.dims)) != 0;
+    const bool c = cond.real(broadcast_index(i, *dims, strides, cond.dims)) != 0;
     const TensorValue& src = c ? x : y;
     copy_element(out, i, src, broadcast_index(i, *dims, strides, src.dims));
   }
@@ -462,9 +493,16 @@ std::optional<TensorValue> range(const TensorValue& start, const TensorValue& li
   const double n = std::max(0.0, std::ceil((l - s) / d));
   if (n > static_cast<double>(kMaxFoldElements)) return std::nullopt;
   TensorValue out = empty_like(start.dtype, {static_cast<int64_t>(n)});
+  if (out.floating()) {
+    for (size_t i = 0; i < out.size(); ++i) out.reals[i] = s + static_cast<double>(i) * d;
+    return out;
+  }
+  // Integer ranges step exactly; a corrupt one may walk off the int64 range.
+  int64_t v = int_at(start, 0);
+  const int64_t step = int_at(delta, 0);
   for (size_t i = 0; i < out.size(); ++i) {
-    const double r = s + static_cast<double>(i) * d;
-    set(out, i, r, start.integer(0) + static_cast<int64_t>(i) * delta.integer(0));
+    if (i > 0 && __builtin_add_overflow(v, step, &v)) return std::nullopt;
+    out.ints[i] = v;
   }
   return out;
 }
@@ -539,23 +577,39 @@ std::optional<TensorValue> reduce(const std::string& op, const TensorValue& data
       const int64_t coord = (static_cast<int64_t>(i) / in_strides[d]) % data.dims[d];
       if (!reduced[d]) o += static_cast<size_t>(coord * out_strides[d]);
     }
-    const double r = data.real(i);
-    const int64_t n = data.integer(i);
     if (!touched[o]) {
-      set(out, o, r, n);
+      copy_element(out, o, data, i);
       touched[o] = true;
       continue;
     }
-    if (op == "ReduceSum") {
-      set(out, o, out.real(o) + r, out.integer(o) + n);
-    } else if (op == "ReduceProd") {
-      set(out, o, out.real(o) * r, out.integer(o) * n);
-    } else if (op == "ReduceMax") {
-      set(out, o, std::max(out.real(o), r), std::max(out.integer(o), n));
-    } else if (op == "ReduceMin") {
-      set(out, o, std::min(out.real(o), r), std::min(out.integer(o), n));
+    if (data.floating()) {  // out has data's dtype: the same family
+      const double r = data.reals[i];
+      double& acc = out.reals[o];
+      if (op == "ReduceSum") {
+        acc += r;
+      } else if (op == "ReduceProd") {
+        acc *= r;
+      } else if (op == "ReduceMax") {
+        acc = std::max(acc, r);
+      } else if (op == "ReduceMin") {
+        acc = std::min(acc, r);
+      } else {
+        return std::nullopt;
+      }
     } else {
-      return std::nullopt;
+      const int64_t n = data.ints[i];
+      int64_t& acc = out.ints[o];
+      if (op == "ReduceSum") {
+        if (__builtin_add_overflow(acc, n, &acc)) return std::nullopt;
+      } else if (op == "ReduceProd") {
+        if (__builtin_mul_overflow(acc, n, &acc)) return std::nullopt;
+      } else if (op == "ReduceMax") {
+        acc = std::max(acc, n);
+      } else if (op == "ReduceMin") {
+        acc = std::min(acc, n);
+      } else {
+        return std::nullopt;
+      }
     }
   }
   if (!keepdims) {
@@ -586,7 +640,7 @@ std::optional<std::vector<TensorValue>> fold_node(const onnx::NodeProto& node, i
     const Dims& shape = *in.shapes[0];
     if (op == "Size") {
       const auto n = element_count(shape);
-      if (!n) return std::nullopt;
+      if (!n || *n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
       return one(TensorValue{DType::Int64, {}, {static_cast<int64_t>(*n)}, {}});
     }
     const auto rank = static_cast<int64_t>(shape.size());
@@ -601,12 +655,16 @@ std::optional<std::vector<TensorValue>> fold_node(const onnx::NodeProto& node, i
     return one(TensorValue{DType::Int64, {len}, std::move(vals), {}});
   }
 
-  // Every other op needs all of its present inputs' values.
+  // Every other op needs all of its present inputs' values, and its first
+  // input (an omitted one, "", has no value). A constant read from the file
+  // may have any rank: the loops below need small ones.
   for (int i = 0; i < node.input_size(); ++i) {
-    if (!node.input(i).empty() && !value(static_cast<size_t>(i))) return std::nullopt;
+    if (node.input(i).empty()) continue;
+    const TensorValue* v = value(static_cast<size_t>(i));
+    if (!v || !small_enough(v->dims)) return std::nullopt;
   }
-  if (node.input_size() == 0 && op != "Constant") return std::nullopt;
   const TensorValue* x = value(0);
+  if (node.input_size() == 0 || node.input(0).empty() || !x) return std::nullopt;
 
   std::optional<TensorValue> r;
   if (op == "Identity") {
@@ -615,6 +673,7 @@ std::optional<std::vector<TensorValue>> fold_node(const onnx::NodeProto& node, i
     if (!x) return std::nullopt;
     r = *x;
     for (int i = 1; i < node.input_size(); ++i) {  // Max/Min are variadic
+      if (node.input(i).empty()) return std::nullopt;
       r = binary(*bop, *r, *value(static_cast<size_t>(i)), attr_int(node, "fmod", 0) != 0);
       if (!r) return std::nullopt;
     }

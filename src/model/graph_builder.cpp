@@ -66,7 +66,13 @@ class StructureBuilder {
   std::string where() const { return graph_.name.empty() ? "" : " '" + printable(graph_.name) + "'"; }
 
   int define(const std::string& name, TensorRole role, int producer, const char* what) {
-    if (name.empty()) return -1;
+    if (name.empty()) {
+      // Only a node may leave an (optional) output unnamed; callers index
+      // tensors by the id of every other definition.
+      if (role == TensorRole::NodeOutput) return -1;
+      throw InputError(fmt::format("{}: graph{}: an unnamed {}: every initializer and graph input needs a name",
+                                   file_, where(), what));
+    }
     if (const auto it = ids_.find(name); it != ids_.end()) {
       throw InputError(fmt::format("{}: graph{}: {} '{}' redefines a value already defined (values must have one "
                                    "definition)", file_, where(), what, printable(name)));
@@ -180,8 +186,10 @@ std::optional<std::vector<Dim>> dims_of(const onnx::TypeProto& type) {
 // or a typo in --batch/--dim.
 constexpr uint64_t kAbsurdBytes = uint64_t{1} << 60;
 
-void check_dims(const Tensor& t, const std::string& file, const std::string& graph_name) {
-  if (!t.dims) return;
+// Returns the tensor's bytes (at least one per element) when every dim is
+// known, else 0.
+uint64_t check_dims(const Tensor& t, const std::string& file, const std::string& graph_name) {
+  if (!t.dims) return 0;
   for (size_t axis = 0; axis < t.dims->size(); ++axis) {
     if ((*t.dims)[axis].value == -2) {
         throw InputError(fmt::format("{}: graph{}: tensor '{}' has a negative dimension at axis {}", file,
@@ -207,6 +215,16 @@ void check_dims(const Tensor& t, const std::string& file, const std::string& gra
     throw InputError(fmt::format("{}: tensor '{}' {} would hold {} 1 EiB: a dimension is absurd", file, printable(t.name),
                                  printable(t.shape_string()), all_known ? "more than" : "at least"));
   }
+  return all_known ? elements * static_cast<uint64_t>(bits / 8) : 0;
+}
+
+// Sums the sizes of all tensors, subgraphs included, so that no total the
+// memory analysis adds up (and re-prices, up to 8x) can overflow.
+void add_to_total(uint64_t& total, uint64_t bytes, const std::string& file) {
+  total += bytes;  // both < 2^60: no overflow
+  if (total >= kAbsurdBytes) {
+    throw InputError(fmt::format("{}: its tensors would hold more than 1 EiB together: a dimension is absurd", file));
+  }
 }
 
 void apply_type(Tensor& t, const onnx::TypeProto& type) {
@@ -216,7 +234,7 @@ void apply_type(Tensor& t, const onnx::TypeProto& type) {
 }
 
 void apply_subgraph_types(Graph& graph, const onnx::GraphProto& proto, const TypeMap* main_types,
-                          const std::string& file) {
+                          const std::string& file, uint64_t& total_bytes) {
   TypeMap local;
   const TypeMap* types = main_types;
   if (!types) {
@@ -239,12 +257,12 @@ void apply_subgraph_types(Graph& graph, const onnx::GraphProto& proto, const Typ
         if (const auto problem = check_tensor_data(init)) {
           throw InputError(fmt::format("{}: initializer '{}' {}", file, printable(t.name), *problem));
         }
-        check_dims(t, file, graph.name);
+        add_to_total(total_bytes, check_dims(t, file, graph.name), file);
         continue;
       }
     }
     if (const auto it = types->find(t.name); it != types->end()) apply_type(t, it->second);
-    check_dims(t, file, graph.name);
+    add_to_total(total_bytes, check_dims(t, file, graph.name), file);
   }
 
   int index = 0;
@@ -256,7 +274,9 @@ void apply_subgraph_types(Graph& graph, const onnx::GraphProto& proto, const Typ
       if (attr.has_g()) bodies.push_back(&attr.g());
       for (const auto& g : attr.graphs()) bodies.push_back(&g);
       for (const auto* body : bodies) {
-        if (k < node.subgraphs.size()) apply_subgraph_types(*node.subgraphs[k++].graph, *body, nullptr, file);
+        if (k < node.subgraphs.size()) {
+          apply_subgraph_types(*node.subgraphs[k++].graph, *body, nullptr, file, total_bytes);
+        }
       }
     }
   }
@@ -269,7 +289,8 @@ Graph build_graph_structure(const onnx::GraphProto& proto, const std::string& fi
 }
 
 void apply_types(Graph& graph, const onnx::GraphProto& proto, const TypeMap& main_types, const std::string& file) {
-  apply_subgraph_types(graph, proto, &main_types, file);
+  uint64_t total_bytes = 0;
+  apply_subgraph_types(graph, proto, &main_types, file, total_bytes);
 }
 
 }  // namespace gpumem::detail

@@ -30,6 +30,14 @@ double bfloat16_to_double(uint16_t b) {
   return f;
 }
 
+// float32 of a folded value: arithmetic in double may leave float's range,
+// where a plain conversion is undefined; IEEE rounding gives infinity.
+float to_float(double x) {
+  if (x > static_cast<double>(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
+  if (x < -static_cast<double>(std::numeric_limits<float>::max())) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(x);
+}
+
 template <typename T>
 T load_le(const char* p) {
   T v;
@@ -168,7 +176,7 @@ onnx::TensorProto TensorValue::to_proto() const {
   for (int64_t d : dims) t.add_dims(d);
   switch (dtype) {
     case DType::Float:
-      for (double x : reals) t.add_float_data(static_cast<float>(x));
+      for (double x : reals) t.add_float_data(to_float(x));
       break;
     case DType::Double:
       for (double x : reals) t.add_double_data(x);
@@ -185,7 +193,7 @@ onnx::TensorProto TensorValue::to_proto() const {
       // Shape inference never reads these as shapes; store as float32 values
       // with the declared type kept so the consumer sees the right dtype.
       t.set_data_type(static_cast<int32_t>(DType::Float));
-      for (double x : reals) t.add_float_data(static_cast<float>(x));
+      for (double x : reals) t.add_float_data(to_float(x));
       break;
     default:
       for (int64_t x : ints) t.add_int32_data(static_cast<int32_t>(x));

@@ -1,6 +1,7 @@
 // The gpumem binary as users run it: exit codes, one-line errors, JSON.
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "model/onnx_builder.h"
 #include "test_paths.h"
 
 namespace {
@@ -69,6 +71,36 @@ TEST(Cli, NotOnnxIsOneLineAndExitCode2) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(readme + ": not "), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(Cli, DimFlagsBindSymbolsAndComeBeforeOrAfterTheModel) {
+  gpumem::test::OnnxBuilder b;
+  b.input("tokens", {"batch", "seq", 64});
+  b.node("Relu", {"tokens"}, {"y"});
+  b.output("y");
+  const std::string path = testing::TempDir() + "gpumem_cli_symbolic_" + std::to_string(getpid()) + ".onnx";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << b.bytes();
+  }
+  CliRun r = run("inspect --json " + path);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["activations"]["unknown_shape_tensors"], 2);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["lower_bound"], true);
+
+  r = run("inspect --dim batch=2 --dim seq=10 " + path + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["activations"]["total_bytes"], 2 * (2 * 10 * 64 * 4));
+
+  r = run("inspect " + path + " --dim batch=2,seq=10 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["activations"]["peak_live_bytes"], 2 * (2 * 10 * 64 * 4));
+
+  r = run("inspect " + path + " --dim sequence=10");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no dimension named 'sequence' (its symbolic dimensions: batch, seq)"), std::string::npos)
+      << r.err;
+  std::remove(path.c_str());
 }
 
 TEST(Cli, BadFlagsAreRejected) {
