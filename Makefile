@@ -1,4 +1,5 @@
 # The two commands of the README's quick start, plus a few for developers.
+MAKEFLAGS += --no-print-directory
 # Everything real happens in CMake; this file only strings the steps together.
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release

@@ -10,5 +10,6 @@ namespace gpumem::cli {
 using Action = std::function<int()>;
 
 Action add_inspect_command(CLI::App& app);
+Action add_plan_command(CLI::App& app);
 
 }  // namespace gpumem::cli

@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   CLI::App app{"gpumem: make GPU memory go further for deep-learning training and inference"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpumem 0.1.0");
-  gpumem::cli::Action inspect = gpumem::cli::add_inspect_command(app);
+  const gpumem::cli::Action inspect = gpumem::cli::add_inspect_command(app);
+  const gpumem::cli::Action plan = gpumem::cli::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("inspect")) return inspect();
+    if (app.got_subcommand("plan")) return plan();
   } catch (const gpumem::InputError& e) {
     std::fprintf(stderr, "gpumem: error: %s\n", e.what());
     return gpumem::kExitBadInput;

@@ -1,6 +1,8 @@
 #include "gpumem/common/units.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 
 namespace gpumem {
@@ -28,6 +30,40 @@ std::string format_count(uint64_t n) {
     out.push_back(digits[i]);
   }
   return out;
+}
+
+std::optional<uint64_t> parse_bytes(std::string_view text) {
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+  };
+  text = trim(text);
+  size_t end = 0;
+  while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || text[end] == '.')) ++end;
+  const std::string number(text.substr(0, end));
+  if (number.empty() || number.front() == '.' || std::count(number.begin(), number.end(), '.') > 1) return std::nullopt;
+  const std::string_view unit = trim(text.substr(end));
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"", 1.0},         {"B", 1.0},           {"KiB", 1024.0},       {"MiB", 1048576.0},
+      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"K", 1024.0},     {"M", 1048576.0},     {"G", 1073741824.0}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit != name) continue;
+    if (number.find('.') == std::string::npos && scale == 1.0) {
+      uint64_t v = 0;
+      for (char c : number) {
+        if (v > (uint64_t{1} << 62) / 10) return std::nullopt;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+      }
+      if (v > (uint64_t{1} << 62)) return std::nullopt;
+      return v;
+    }
+    const double v = std::stod(number) * scale;
+    if (!(v >= 0) || v > static_cast<double>(uint64_t{1} << 62)) return std::nullopt;
+    return static_cast<uint64_t>(std::llround(v));
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpumem

@@ -2,7 +2,9 @@
 // Byte quantities for people: binary units (KiB, MiB, GiB) in human output,
 // exact bytes everywhere a program reads the output.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace gpumem {
 
@@ -12,5 +14,10 @@ std::string format_bytes(uint64_t bytes);
 
 // "1,234,567": grouped digits for large counts in human output.
 std::string format_count(uint64_t n);
+
+// Parses a byte count as users write it: "1048576", "512KiB", "16GiB",
+// "1.5 GiB", "20MB" (decimal units are powers of 1000). nullopt if malformed
+// or beyond 2^62.
+std::optional<uint64_t> parse_bytes(std::string_view text);
 
 }  // namespace gpumem

@@ -1,0 +1,34 @@
+#pragma once
+// MiniMalloc's CSV format for buffers and plans.
+//
+//   id,lower,upper,size[,alignment][,offset]
+//
+// Columns may come in any order; `id`, `lower`, `upper` and `size` are
+// required. Lifetimes are half-open. The legacy header `buffer,start,end,size`
+// means an inclusive end (read as upper = end + 1). Extra columns MiniMalloc
+// knows (`hint`, `gaps`) are accepted and ignored. Errors throw InputError
+// with the file name and line number.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpumem/plan/problem.h"
+
+namespace gpumem::plan {
+
+struct CsvProblem {
+  Problem problem;
+  // Offsets read from an `offset` column: a plan to validate (and, where the
+  // caller wants it, fixed offsets).
+  std::vector<std::optional<int64_t>> offsets;
+  bool has_offsets = false;
+};
+
+CsvProblem parse_csv(std::string_view text, const std::string& file_name);
+CsvProblem read_csv(const std::string& path);
+
+// `id,lower,upper,size[,alignment],offset` (alignment only when some buffer
+// has one other than 1), one line per buffer, in problem order.
+std::string write_csv(const Problem& problem, const std::vector<int64_t>& offsets);
+
+}  // namespace gpumem::plan

@@ -1,0 +1,51 @@
+#pragma once
+// `gpumem plan`: plan a MiniMalloc CSV or an ONNX model's activations, in
+// one call; and check a given plan.
+#include <optional>
+#include <string>
+
+#include "gpumem/model/inspect.h"
+#include "gpumem/plan/solver.h"
+#include "gpumem/plan/validate.h"
+
+namespace gpumem::plan {
+
+struct PlanRequest {
+  SolveOptions solve;
+  std::optional<int64_t> alignment;  // raised on every buffer to at least this
+  bool in_place = true;              // models: allow in-place reuse
+  InspectOptions model;              // models: --batch, --dim, --dtype
+};
+
+struct PlanReport {
+  std::string input;
+  bool from_model = false;
+  Problem problem;
+  SolveResult result;
+  std::optional<int64_t> capacity;
+  bool fits = true;  // arena <= capacity (true without one)
+  // Models only.
+  uint64_t naive_bytes = 0;          // every activation its own memory
+  int in_place_tensors = 0;
+  uint64_t in_place_bytes = 0;
+  int64_t arena_without_in_place = 0;  // the same solver without in-place reuse
+  int64_t in_place_saved_bytes() const { return std::max<int64_t>(0, arena_without_in_place - result.plan.arena); }
+};
+
+// INPUT ending in .csv is read as MiniMalloc's format (an `offset` column
+// there pins buffers), anything else as an ONNX model.
+PlanReport plan_file(const std::string& path, const PlanRequest& request);
+
+struct ValidationReport {
+  std::string input;
+  Problem problem;
+  std::vector<int64_t> offsets;
+  std::optional<Violation> violation;
+  int64_t arena = 0;
+  int64_t lower_bound = 0;
+};
+
+// Reads a plan (a CSV with an offset for every buffer) and checks it.
+ValidationReport validate_plan_file(const std::string& path);
+
+}  // namespace gpumem::plan

@@ -1,0 +1,19 @@
+#pragma once
+// Reports of `gpumem plan`: readable text and one JSON document (schema in
+// the README, "JSON: plan").
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gpumem/plan/planner.h"
+
+namespace gpumem {
+
+inline constexpr int kPlanSchemaVersion = 1;
+
+std::string render_plan_text(const plan::PlanReport& report);
+nlohmann::ordered_json plan_to_json(const plan::PlanReport& report);
+
+std::string render_validation_text(const plan::ValidationReport& report);
+
+}  // namespace gpumem

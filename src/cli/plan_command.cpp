@@ -1,0 +1,81 @@
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
+#include "gpumem/common/units.h"
+#include "gpumem/plan/csv.h"
+#include "gpumem/report/plan_report.h"
+
+namespace gpumem::cli {
+
+Action add_plan_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Offsets for every buffer in one arena: optimal where it can be proven");
+  struct Args {
+    std::string input;
+    std::string validate;
+    ModelFlags flags;
+    std::string capacity;
+    double time_limit = 10.0;
+    std::string solver = "auto";
+    int64_t alignment = 0;
+    std::string out;
+    bool json = false;
+    bool no_in_place = false;
+    int threads = 0;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("INPUT", args->input, "MiniMalloc CSV (id,lower,upper,size[,alignment][,offset]) or ONNX model");
+  cmd->add_option("--validate", args->validate, "Check the plan in this CSV (it needs an offset column) and stop");
+  add_model_flags(*cmd, args->flags);
+  cmd->add_option("--capacity", args->capacity, "Bytes available (e.g. 1048576, 512MiB): exit 3 if the plan exceeds them");
+  cmd->add_option("--time-limit", args->time_limit, "Seconds for the exact search (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--solver", args->solver, "auto | heuristic | exact")
+      ->check(CLI::IsMember({"auto", "heuristic", "exact"}));
+  cmd->add_option("--alignment", args->alignment, "Align every offset to this many bytes")->check(CLI::PositiveNumber);
+  cmd->add_option("--out", args->out, "Write the plan as CSV (the input's columns plus offset)");
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+  cmd->add_flag("--no-inplace", args->no_in_place, "Models: never write an output over a dying input");
+  cmd->add_option("--threads", args->threads, "Threads for the exact search (default: the machine's, at most 4)")
+      ->check(CLI::NonNegativeNumber);
+
+  return [args]() {
+    if (!args->validate.empty()) {
+      const plan::ValidationReport report = plan::validate_plan_file(args->validate);
+      std::fputs(render_validation_text(report).c_str(), report.violation ? stderr : stdout);
+      return report.violation ? kExitInvalidPlan : kExitOk;
+    }
+    if (args->input.empty()) throw InputError("plan: give an INPUT file, or --validate PLAN.csv");
+    plan::PlanRequest request;
+    request.model = to_inspect_options(args->flags);
+    request.solve.time_limit_seconds = args->time_limit;
+    request.solve.threads = args->threads;
+    request.solve.solver = args->solver == "heuristic" ? plan::SolverKind::Heuristic
+                           : args->solver == "exact"   ? plan::SolverKind::Exact
+                                                       : plan::SolverKind::Auto;
+    if (!args->capacity.empty()) {
+      const auto bytes = parse_bytes(args->capacity);
+      if (!bytes) throw InputError(fmt::format("--capacity {}: not a byte count (e.g. 1048576, 512MiB, 16GiB)", args->capacity));
+      request.solve.capacity = static_cast<int64_t>(*bytes);
+    }
+    if (args->alignment > 0) request.alignment = args->alignment;
+    request.in_place = !args->no_in_place;
+
+    const plan::PlanReport report = plan::plan_file(args->input, request);
+    if (!args->out.empty()) write_file_atomically(args->out, plan::write_csv(report.problem, report.result.plan.offsets));
+    if (args->json) {
+      std::fputs((plan_to_json(report).dump(2) + "\n").c_str(), stdout);
+    } else {
+      std::fputs(render_plan_text(report).c_str(), stdout);
+    }
+    return report.fits ? kExitOk : kExitDoesNotFit;
+  };
+}
+
+}  // namespace gpumem::cli

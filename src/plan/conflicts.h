@@ -1,0 +1,39 @@
+#pragma once
+// Which buffers live at the same time, and which groups of buffers never
+// share a moment with another group (independent time partitions).
+#include <vector>
+
+#include "gpumem/plan/problem.h"
+
+namespace gpumem::plan::detail {
+
+// For each buffer, the indices of the buffers whose lifetimes intersect its
+// own, ascending. O(n log n + conflicts).
+std::vector<std::vector<int>> conflict_lists(const Problem& problem);
+
+// Groups of buffer indices such that no buffer of one group overlaps in time
+// with a buffer of another: each group can be planned alone, and the arena is
+// the largest of theirs. Groups come in time order; indices ascend.
+std::vector<std::vector<int>> time_partitions(const Problem& problem);
+
+// Sections: the spans between consecutive distinct lifetime ends of some
+// buffers. Within one, the same buffers are alive throughout.
+class Sections {
+ public:
+  Sections(const Problem& problem, const std::vector<int>& members);
+  size_t count() const { return times_.empty() ? 0 : times_.size() - 1; }
+  // The index of the section that starts at `t`, which must be a lifetime end
+  // of a member; a buffer [lower, upper) covers sections [of(lower), of(upper)).
+  int of(int64_t t) const;
+
+ private:
+  std::vector<int64_t> times_;
+};
+
+inline int64_t align_up(int64_t value, int64_t alignment) {
+  if (alignment <= 1) return value;
+  const int64_t r = value % alignment;
+  return r == 0 ? value : value + (alignment - r);
+}
+
+}  // namespace gpumem::plan::detail

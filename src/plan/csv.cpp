@@ -1,0 +1,330 @@
+#include "gpumem/plan/csv.h"
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "gpumem/common/error.h"
+
+namespace gpumem::plan {
+namespace {
+
+// Limits that keep every sum the planner forms inside int64: an offset plus a
+// size stays under 2^51, and the sizes of all buffers together (hence any
+// lower bound) under 2^62 + 2^50. Times only get compared, never added.
+constexpr int64_t kMaxBytes = int64_t{1} << 50;  // size, offset, alignment
+constexpr int64_t kMaxTime = int64_t{1} << 62;   // lower, upper
+constexpr int64_t kMaxTotalBytes = int64_t{1} << 62;
+constexpr size_t kMaxFileBytes = size_t{1} << 30;
+
+enum class Column { Id, Lower, Upper, Size, Alignment, Offset, Hint, Gaps };
+constexpr size_t kColumns = 8;
+
+struct KnownColumn {
+  std::string_view name;
+  Column column;
+};
+// MiniMalloc's names, then the legacy ones (`end` is inclusive there).
+constexpr std::array<KnownColumn, 11> kKnownColumns{{
+    {"id", Column::Id},
+    {"lower", Column::Lower},
+    {"upper", Column::Upper},
+    {"size", Column::Size},
+    {"alignment", Column::Alignment},
+    {"offset", Column::Offset},
+    {"hint", Column::Hint},
+    {"gaps", Column::Gaps},
+    {"buffer", Column::Id},
+    {"start", Column::Lower},
+    {"end", Column::Upper},
+}};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& file, size_t line, const std::string& problem) {
+  throw InputError(fmt::format("{}:{}: {}", file, line, problem));
+}
+
+// The text's lines, numbered from 1, without their '\n' or a '\r' before it.
+class Lines {
+ public:
+  explicit Lines(std::string_view text) : rest_(text) {}
+  bool next(std::string_view& line) {
+    if (done_) return false;
+    const size_t nl = rest_.find('\n');
+    if (nl == std::string_view::npos) {
+      line = rest_;
+      done_ = true;
+      if (line.empty()) return false;  // the text ended with a newline (or was empty)
+    } else {
+      line = rest_.substr(0, nl);
+      rest_.remove_prefix(nl + 1);
+    }
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    ++number_;
+    return true;
+  }
+  size_t number() const { return number_; }
+
+ private:
+  std::string_view rest_;
+  size_t number_ = 0;
+  bool done_ = false;
+};
+
+// Where each column sits on a line, as the header named it.
+struct Header {
+  size_t count = 0;                               // fields per line
+  std::array<bool, kColumns> present{};           // by Column
+  std::array<size_t, kColumns> index{};           // its position on a line
+  std::array<std::string_view, kColumns> name{};  // as the header names it, for messages
+  bool inclusive_end = false;                     // the legacy `end` column
+
+  bool has(Column c) const { return present[static_cast<size_t>(c)]; }
+  std::string_view name_of(Column c) const { return name[static_cast<size_t>(c)]; }
+};
+
+Header parse_header(std::string_view line, const std::string& file, size_t line_no) {
+  Header h;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = line.find(',', pos);
+    const std::string_view cell = trim(line.substr(pos, comma == std::string_view::npos ? line.npos : comma - pos));
+    const KnownColumn* known = nullptr;
+    for (const auto& k : kKnownColumns) {
+      if (k.name == cell) known = &k;
+    }
+    if (!known) {
+      fail(file, line_no,
+           fmt::format("unknown column '{}' (known: id, lower, upper, size, alignment, offset, hint, gaps; "
+                       "legacy: buffer, start, end)",
+                       printable(cell)));
+    }
+    const auto c = static_cast<size_t>(known->column);
+    if (h.present[c]) {
+      fail(file, line_no,
+           h.name[c] == known->name
+               ? fmt::format("duplicated column '{}'", known->name)
+               : fmt::format("duplicated column: '{}' and '{}' are the same column", h.name[c], known->name));
+    }
+    h.present[c] = true;
+    h.index[c] = h.count++;
+    h.name[c] = known->name;
+    if (known->name == "end") h.inclusive_end = true;
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  for (const Column required : {Column::Id, Column::Lower, Column::Upper, Column::Size}) {
+    if (!h.has(required)) {
+      const std::string_view names[] = {"id", "lower", "upper", "size"};
+      fail(file, line_no, fmt::format("missing required column '{}'", names[static_cast<size_t>(required)]));
+    }
+  }
+  return h;
+}
+
+// Splits a data line into exactly header.count cells (trimmed).
+void split_fields(std::string_view line, const Header& h, std::array<std::string_view, kColumns>& cells,
+                  const std::string& file, size_t line_no) {
+  std::array<std::string_view, kColumns> by_position{};
+  size_t fields = 0;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = line.find(',', pos);
+    if (fields < h.count) {
+      by_position[fields] = trim(line.substr(pos, comma == std::string_view::npos ? line.npos : comma - pos));
+    }
+    ++fields;
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  if (fields != h.count) {
+    fail(file, line_no,
+         fmt::format("{} field{}, but the header has {} column{}", fields, fields == 1 ? "" : "s", h.count,
+                     h.count == 1 ? "" : "s"));
+  }
+  for (size_t c = 0; c < kColumns; ++c) {
+    if (h.present[c]) cells[c] = by_position[h.index[c]];
+  }
+}
+
+// A decimal int64 within [min, max] (min is 0 or 1). Only digits with an
+// optional leading '-' are accepted: no '+', no exponent, no inner spaces.
+int64_t parse_int(std::string_view cell, std::string_view column, int64_t min, int64_t max, std::string_view limit,
+                  const std::string& file, size_t line_no) {
+  if (cell.empty()) fail(file, line_no, fmt::format("{} is empty", column));
+  int64_t value = 0;
+  const char* last = cell.data() + cell.size();
+  const auto [ptr, ec] = std::from_chars(cell.data(), last, value);
+  if (ec == std::errc::invalid_argument || ptr != last) {
+    fail(file, line_no, fmt::format("{} '{}' is not an integer", column, printable(cell)));
+  }
+  const bool out_of_range = ec == std::errc::result_out_of_range;
+  // Past int64, the text itself is shown.
+  const std::string shown = out_of_range ? printable(cell) : std::to_string(value);
+  if (out_of_range ? cell.front() == '-' : value < min) {
+    fail(file, line_no, min == 0 ? fmt::format("{} ({}) must not be negative", column, shown)
+                                 : fmt::format("{} must be positive, not {}", column, shown));
+  }
+  if (out_of_range || value > max) {
+    fail(file, line_no, fmt::format("{} {} is over the limit of {}", column, shown, limit));
+  }
+  return value;
+}
+
+constexpr std::string_view kBytesLimit = "2^50 (which keeps offset + size and sums of sizes within 64 bits)";
+constexpr std::string_view kTimeLimit = "2^62";
+
+}  // namespace
+
+CsvProblem parse_csv(std::string_view text, const std::string& file_name) {
+  if (text.size() > kMaxFileBytes) {
+    throw InputError(fmt::format("{}: {} bytes is over the 1 GiB limit for a CSV file", file_name, text.size()));
+  }
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a UTF-8 byte order mark
+
+  Lines lines(text);
+  std::string_view line;
+  bool have_header = false;
+  Header h;
+  CsvProblem out;
+  // Ids point into `text`, which outlives this call.
+  std::unordered_map<std::string_view, size_t> id_lines;
+  int64_t total_bytes = 0;
+  std::array<std::string_view, kColumns> cells{};
+  const auto cell = [&](Column c) { return cells[static_cast<size_t>(c)]; };
+  while (lines.next(line)) {
+    const size_t n = lines.number();
+    if (trim(line).empty()) continue;
+    if (!have_header) {
+      h = parse_header(line, file_name, n);
+      have_header = true;
+      out.has_offsets = h.has(Column::Offset);
+      continue;
+    }
+    split_fields(line, h, cells, file_name, n);
+
+    Buffer b;
+    const std::string_view id = cell(Column::Id);
+    if (id.empty()) fail(file_name, n, fmt::format("{} is empty", h.name_of(Column::Id)));
+    if (const auto [it, inserted] = id_lines.emplace(id, n); !inserted) {
+      fail(file_name, n, fmt::format("duplicated id '{}', first on line {}", printable(id), it->second));
+    }
+    b.id = std::string(id);
+
+    const std::string_view lower_name = h.name_of(Column::Lower);
+    const std::string_view upper_name = h.name_of(Column::Upper);
+    b.lower = parse_int(cell(Column::Lower), lower_name, 0, kMaxTime, kTimeLimit, file_name, n);
+    if (h.inclusive_end) {
+      const int64_t end = parse_int(cell(Column::Upper), upper_name, 0, kMaxTime - 1, "2^62 - 1", file_name, n);
+      if (end < b.lower) {
+        fail(file_name, n, fmt::format("{} ({}) must not be less than {} ({}); the end is inclusive", upper_name,
+                                       end, lower_name, b.lower));
+      }
+      b.upper = end + 1;
+    } else {
+      b.upper = parse_int(cell(Column::Upper), upper_name, 0, kMaxTime, kTimeLimit, file_name, n);
+      if (b.upper <= b.lower) {
+        fail(file_name, n,
+             fmt::format("{} ({}) must be greater than {} ({})", upper_name, b.upper, lower_name, b.lower));
+      }
+    }
+
+    b.size = parse_int(cell(Column::Size), "size", 1, kMaxBytes, kBytesLimit, file_name, n);
+    total_bytes += b.size;  // at most 2^62 + 2^50: no overflow
+    if (total_bytes > kMaxTotalBytes) {
+      fail(file_name, n,
+           "the sizes of the buffers so far add up to more than 2^62 bytes, the limit that keeps "
+           "lower bounds within 64 bits");
+    }
+    if (h.has(Column::Alignment)) {
+      b.alignment = parse_int(cell(Column::Alignment), "alignment", 1, kMaxBytes, kBytesLimit, file_name, n);
+    }
+
+    std::optional<int64_t> offset;
+    if (h.has(Column::Offset) && !cell(Column::Offset).empty()) {
+      offset = parse_int(cell(Column::Offset), "offset", 0, kMaxBytes, kBytesLimit, file_name, n);
+      if (*offset % b.alignment != 0) {
+        fail(file_name, n,
+             fmt::format("misaligned offset: {} is not a multiple of alignment {}", *offset, b.alignment));
+      }
+    }
+    out.problem.buffers.push_back(std::move(b));
+    out.offsets.push_back(offset);
+  }
+  if (!have_header) {
+    throw InputError(fmt::format("{}: empty file: no header line (expected id,lower,upper,size)", file_name));
+  }
+  return out;
+}
+
+CsvProblem read_csv(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw InputError(fmt::format("{}: no such file", path));
+  if (std::filesystem::is_directory(status)) throw InputError(fmt::format("{}: is a directory, not a CSV file", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  if (size < 0) throw InputError(fmt::format("{}: cannot read its size", path));
+  if (static_cast<uint64_t>(size) > kMaxFileBytes) {
+    throw InputError(
+        fmt::format("{}: {} bytes is over the 1 GiB limit for a CSV file", path, static_cast<uint64_t>(size)));
+  }
+  std::string text(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  in.read(text.data(), size);
+  if (!in) throw InputError(fmt::format("{}: read failed: {}", path, std::strerror(errno)));
+  return parse_csv(text, path);
+}
+
+std::string write_csv(const Problem& problem, const std::vector<int64_t>& offsets) {
+  const auto& buffers = problem.buffers;
+  if (!offsets.empty() && offsets.size() != buffers.size()) {
+    throw std::invalid_argument(fmt::format("write_csv: {} offsets for {} buffers", offsets.size(), buffers.size()));
+  }
+  bool alignment = false;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const std::string& id = buffers[i].id;
+    // The format has no quoting: an id must survive parse_csv as it is.
+    const char* why = nullptr;
+    if (id.empty()) why = "it is empty";
+    else if (id.find(',') != std::string::npos) why = "it contains a comma";
+    else if (id.find('\n') != std::string::npos) why = "it contains a newline";
+    else if (id != trim(id)) why = "it starts or ends with a space or a tab";
+    if (why) throw InputError(fmt::format("buffer #{}: id '{}' cannot be written to CSV: {}", i, printable(id), why));
+    alignment = alignment || buffers[i].alignment != 1;
+  }
+
+  fmt::memory_buffer out;
+  fmt::format_to(std::back_inserter(out), "id,lower,upper,size{},offset\n", alignment ? ",alignment" : "");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer& b = buffers[i];
+    fmt::format_to(std::back_inserter(out), "{},{},{},{}", b.id, b.lower, b.upper, b.size);
+    if (alignment) fmt::format_to(std::back_inserter(out), ",{}", b.alignment);
+    // Without a plan, the offset column carries the fixed offsets (empty for free buffers).
+    if (!offsets.empty()) {
+      fmt::format_to(std::back_inserter(out), ",{}\n", offsets[i]);
+    } else if (b.fixed_offset) {
+      fmt::format_to(std::back_inserter(out), ",{}\n", *b.fixed_offset);
+    } else {
+      out.append(std::string_view(",\n"));
+    }
+  }
+  return fmt::to_string(out);
+}
+
+}  // namespace gpumem::plan

@@ -1,0 +1,126 @@
+// Greedy placement in a given order: each buffer takes the best gap among the
+// buffers already placed that live at the same time (TFLite's and XLA's
+// "greedy by size" family), or goes on top of them.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "gpumem/plan/solver.h"
+#include "plan/conflicts.h"
+#include "plan/heuristic.h"
+
+namespace gpumem::plan {
+namespace detail {
+
+Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const std::vector<std::vector<int>>& conflicts,
+                 GapRule rule) {
+  const auto& b = problem.buffers;
+  const size_t n = b.size();
+  Plan plan;
+  plan.offsets.assign(n, -1);
+  std::vector<char> placed(n, 0);
+  // Pinned buffers first: everything else fits around them.
+  for (size_t i = 0; i < n; ++i) {
+    if (b[i].fixed_offset) {
+      plan.offsets[i] = *b[i].fixed_offset;
+      placed[i] = 1;
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of placed conflicting buffers
+  for (int idx : order) {
+    const auto i = static_cast<size_t>(idx);
+    if (placed[i]) continue;
+    const Buffer& cur = b[i];
+    taken.clear();
+    for (int j : conflicts[i]) {
+      if (placed[static_cast<size_t>(j)]) {
+        taken.emplace_back(plan.offsets[static_cast<size_t>(j)], plan.offsets[static_cast<size_t>(j)] + b[static_cast<size_t>(j)].size);
+      }
+    }
+    std::sort(taken.begin(), taken.end());
+    int64_t best = -1;
+    int64_t best_gap = std::numeric_limits<int64_t>::max();
+    int64_t cursor = 0;
+    for (const auto& [start, end] : taken) {
+      const int64_t at = align_up(cursor, cur.alignment);
+      if (at + cur.size <= start) {
+        const int64_t gap = start - cursor;
+        if (rule == GapRule::FirstFit) {
+          best = at;
+          break;
+        }
+        if (gap < best_gap) {
+          best_gap = gap;
+          best = at;
+        }
+      }
+      cursor = std::max(cursor, end);
+    }
+    if (best < 0) best = align_up(cursor, cur.alignment);
+    plan.offsets[i] = best;
+    placed[i] = 1;
+  }
+  plan.arena = arena_size(problem, plan.offsets);
+  return plan;
+}
+
+std::vector<NamedOrder> heuristic_orders(const Problem& problem, const std::vector<std::vector<int>>& conflicts) {
+  const auto& b = problem.buffers;
+  const size_t n = b.size();
+  auto life = [&](size_t i) { return b[i].upper - b[i].lower; };
+  std::vector<int64_t> conflict_bytes(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (int j : conflicts[i]) conflict_bytes[i] += b[static_cast<size_t>(j)].size;
+  }
+  auto sorted = [&](auto key_greater) {
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+      return key_greater(static_cast<size_t>(x), static_cast<size_t>(y));
+    });
+    return order;
+  };
+  std::vector<NamedOrder> orders;
+  orders.push_back({"size", sorted([&](size_t x, size_t y) {
+                      return b[x].size != b[y].size ? b[x].size > b[y].size : life(x) > life(y);
+                    })});
+  orders.push_back({"lifetime", sorted([&](size_t x, size_t y) {
+                      return life(x) != life(y) ? life(x) > life(y) : b[x].size > b[y].size;
+                    })});
+  orders.push_back({"area", sorted([&](size_t x, size_t y) {
+                      const double ax = static_cast<double>(b[x].size) * static_cast<double>(life(x));
+                      const double ay = static_cast<double>(b[y].size) * static_cast<double>(life(y));
+                      return ax != ay ? ax > ay : b[x].size > b[y].size;
+                    })});
+  orders.push_back({"conflicts", sorted([&](size_t x, size_t y) {
+                      return conflict_bytes[x] + b[x].size != conflict_bytes[y] + b[y].size
+                                 ? conflict_bytes[x] + b[x].size > conflict_bytes[y] + b[y].size
+                                 : b[x].size > b[y].size;
+                    })});
+  return orders;
+}
+
+HeuristicResult best_heuristic(const Problem& problem, const std::vector<std::vector<int>>& conflicts) {
+  HeuristicResult best;
+  bool have = false;
+  for (const auto& order : heuristic_orders(problem, conflicts)) {
+    for (GapRule rule : {GapRule::BestFit, GapRule::FirstFit}) {
+      Plan p = greedy_plan(problem, order.order, conflicts, rule);
+      if (!have || p.arena < best.plan.arena) {
+        best.plan = std::move(p);
+        best.order = order.name + (rule == GapRule::BestFit ? "/best-fit" : "/first-fit");
+        have = true;
+      }
+    }
+  }
+  if (!have) best.order = "none";
+  return best;
+}
+
+}  // namespace detail
+
+HeuristicResult best_heuristic(const Problem& problem) {
+  return detail::best_heuristic(problem, detail::conflict_lists(problem));
+}
+
+}  // namespace gpumem::plan

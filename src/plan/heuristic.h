@@ -1,0 +1,29 @@
+#pragma once
+// The greedy heuristics' building blocks, shared by solve() and the tests.
+#include <string>
+#include <vector>
+
+#include "gpumem/plan/solver.h"
+
+namespace gpumem::plan::detail {
+
+enum class GapRule {
+  BestFit,   // the smallest gap that fits (TFLite's arena planner)
+  FirstFit,  // the lowest gap that fits
+};
+
+struct NamedOrder {
+  std::string name;
+  std::vector<int> order;  // buffer indices, placed first to last
+};
+
+// Size-descending, lifetime-descending, area-descending and
+// conflict-bytes-descending orders.
+std::vector<NamedOrder> heuristic_orders(const Problem& problem, const std::vector<std::vector<int>>& conflicts);
+
+Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const std::vector<std::vector<int>>& conflicts,
+                 GapRule rule);
+
+HeuristicResult best_heuristic(const Problem& problem, const std::vector<std::vector<int>>& conflicts);
+
+}  // namespace gpumem::plan::detail

@@ -1,0 +1,92 @@
+#include "gpumem/plan/planner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/plan/csv.h"
+#include "gpumem/plan/model_plan.h"
+
+namespace gpumem::plan {
+namespace {
+
+bool is_csv(const std::string& path) {
+  return path.size() >= 4 && std::equal(path.end() - 4, path.end(), ".csv", [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+
+void apply_alignment(Problem& problem, std::optional<int64_t> alignment) {
+  if (!alignment) return;
+  for (auto& b : problem.buffers) b.alignment = std::max(b.alignment, *alignment);
+}
+
+}  // namespace
+
+PlanReport plan_file(const std::string& path, const PlanRequest& request) {
+  if (request.alignment && *request.alignment < 1) throw InputError("--alignment must be at least 1");
+  PlanReport report;
+  report.input = path;
+  report.capacity = request.solve.capacity;
+  if (is_csv(path)) {
+    CsvProblem csv = read_csv(path);
+    report.problem = std::move(csv.problem);
+    for (size_t i = 0; i < report.problem.buffers.size(); ++i) {
+      report.problem.buffers[i].fixed_offset = csv.offsets[i];
+    }
+    apply_alignment(report.problem, request.alignment);
+    for (const auto& b : report.problem.buffers) {
+      if (b.fixed_offset && *b.fixed_offset % b.alignment != 0) {
+        throw InputError(fmt::format("{}: buffer '{}' is pinned at {}, not a multiple of its alignment {}", path,
+                                     printable(b.id), *b.fixed_offset, b.alignment));
+      }
+    }
+    try {
+      report.result = solve(report.problem, request.solve);
+    } catch (const InputError& e) {
+      throw InputError(path + ": " + e.what());
+    }
+  } else {
+    report.from_model = true;
+    const InspectResult inspected = inspect_model(path, request.model);
+    ModelBuffers buffers = model_buffers(inspected.model.graph, inspected.memory, request.in_place);
+    report.problem = std::move(buffers.problem);
+    apply_alignment(report.problem, request.alignment);
+    report.naive_bytes = buffers.naive_bytes;
+    report.in_place_tensors = buffers.in_place_tensors;
+    report.in_place_bytes = buffers.in_place_bytes;
+    report.result = solve(report.problem, request.solve);
+    if (request.in_place && buffers.in_place_tensors > 0) {
+      // What in-place bought: the same solver, same limits, without it.
+      ModelBuffers plain = model_buffers(inspected.model.graph, inspected.memory, false);
+      apply_alignment(plain.problem, request.alignment);
+      report.arena_without_in_place = solve(plain.problem, request.solve).plan.arena;
+    } else {
+      report.arena_without_in_place = report.result.plan.arena;
+    }
+  }
+  report.fits = !report.capacity || report.result.plan.arena <= *report.capacity;
+  return report;
+}
+
+ValidationReport validate_plan_file(const std::string& path) {
+  ValidationReport report;
+  report.input = path;
+  CsvProblem csv = read_csv(path);
+  if (!csv.has_offsets) throw InputError(path + ": no offset column: nothing to validate");
+  report.problem = std::move(csv.problem);
+  for (size_t i = 0; i < csv.offsets.size(); ++i) {
+    if (!csv.offsets[i]) {
+      throw InputError(fmt::format("{}: buffer '{}' has no offset", path, printable(report.problem.buffers[i].id)));
+    }
+    report.offsets.push_back(*csv.offsets[i]);
+  }
+  report.violation = validate(report.problem, report.offsets);
+  report.arena = arena_size(report.problem, report.offsets);
+  report.lower_bound = lower_bound(report.problem);
+  return report;
+}
+
+}  // namespace gpumem::plan

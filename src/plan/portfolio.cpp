@@ -1,0 +1,87 @@
+#include "plan/portfolio.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "plan/skyline_search.h"
+
+namespace gpumem::plan::detail {
+namespace {
+
+// The Luby sequence 1,1,2,1,1,2,4,1,1,2,...: restart limits that waste at
+// most a log factor against the best fixed limit, whatever it is.
+uint64_t luby(uint64_t i) {
+  for (uint64_t k = 1;; ++k) {
+    const uint64_t full = (uint64_t{1} << k) - 1;
+    if (i == full) return uint64_t{1} << (k - 1);
+    if (i < full) return luby(i - ((uint64_t{1} << (k - 1)) - 1));
+  }
+}
+
+// Each attempt takes the next (order, focus) pair; every pair has solved
+// instances of the MiniMalloc suite that others were slow on.
+constexpr std::pair<RankOrder, Focus> kStrategies[] = {
+    {RankOrder::Lifetime, Focus::LeastSlack}, {RankOrder::Size, Focus::LeastSlack},
+    {RankOrder::Area, Focus::TightFirst},     {RankOrder::Lifetime, Focus::FewestWays},
+    {RankOrder::Size, Focus::TightFirst},     {RankOrder::Area, Focus::LeastSlack},
+    {RankOrder::Lifetime, Focus::TightFirst}, {RankOrder::Size, Focus::FewestWays},
+    {RankOrder::Area, Focus::FewestWays}};
+constexpr uint64_t kStrategyCount = sizeof kStrategies / sizeof kStrategies[0];
+constexpr uint64_t kRestartBase = 2048;  // nodes
+
+}  // namespace
+
+SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& members, int64_t capacity,
+                            const PortfolioOptions& options, std::vector<int64_t>& offsets, uint64_t& nodes) {
+  int threads = options.threads;
+  if (threads <= 0) threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> total_nodes{0};
+  std::mutex lock;
+  SearchStatus result = SearchStatus::Limit;
+
+  auto worker = [&](int id) {
+    std::vector<int64_t> local = offsets;
+    for (uint64_t round = 0;; ++round) {
+      const uint64_t attempt = round * static_cast<uint64_t>(threads) + static_cast<uint64_t>(id);
+      const auto& [order, focus] = kStrategies[attempt % kStrategyCount];
+      SkylineSearch search(problem, members, order, focus, attempt / kStrategyCount);
+      SearchBudget budget;
+      budget.deadline = options.deadline;
+      budget.stop = &stop;
+      budget.node_limit = kRestartBase * luby(round + 1);
+      if (options.node_limit != 0) {
+        const uint64_t used = total_nodes.load();
+        if (used >= options.node_limit) return;
+        budget.node_limit = std::min(budget.node_limit, options.node_limit - used);
+      }
+      const SearchStatus status = search.find(capacity, budget, local);
+      total_nodes += budget.nodes;
+      if (status != SearchStatus::Limit) {
+        std::lock_guard<std::mutex> guard(lock);
+        if (!stop.exchange(true)) {
+          result = status;
+          if (status == SearchStatus::Found) {
+            for (int i : members) offsets[static_cast<size_t>(i)] = local[static_cast<size_t>(i)];
+          }
+        }
+        return;
+      }
+      if (stop.load() || std::chrono::steady_clock::now() >= options.deadline) return;
+    }
+  };
+
+  if (threads == 1) {
+    worker(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(worker, t);
+    for (auto& t : pool) t.join();
+  }
+  nodes += total_nodes.load();
+  return result;
+}
+
+}  // namespace gpumem::plan::detail

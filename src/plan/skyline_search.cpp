@@ -1,0 +1,332 @@
+// Skyline search.
+//
+// Every plan can be turned, without growing, into a gravity-stable one: each
+// buffer as low as it goes, resting on the ground or on a buffer under it.
+// Such a plan can be built bottom-up: take the lowest point of the skyline
+// (the floor of a section: a time span in which the same buffers live), the
+// leftmost if several, at height h. Either some buffer has its bottom exactly
+// there (it starts in this section, and its whole lifetime sits on floors of
+// height h), or that point stays empty. So each node branches on which
+// buffer covers the lowest-leftmost point, or on leaving it empty ("closing"
+// the section at h: whatever covers it later rests on something elsewhere and
+// sits higher). Placement heights never decrease, so every later buffer sits
+// at or above h: in each section the unplaced buffers, which all live there
+// at once, must stack between max(floor, h) and the capacity. That bound, and
+// its refinement with each buffer's lowest reachable offset, prune the tree;
+// in a section with no slack it leaves no choice but to fill the floor.
+#include "plan/skyline_search.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <numeric>
+
+#include "plan/conflicts.h"
+
+namespace gpumem::plan::detail {
+
+bool SkylineSearch::applicable(const Problem& problem, const std::vector<int>& members, int64_t granularity) {
+  for (int i : members) {
+    const auto& b = problem.buffers[static_cast<size_t>(i)];
+    if (b.fixed_offset) return false;
+    if (b.alignment > 1 && granularity % b.alignment != 0) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// SplitMix64: a fixed, portable hash for seeded tie-breaking.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order,
+                             Focus focus, uint64_t seed)
+    : focus_(focus) {
+  const auto& b = problem.buffers;
+  const Sections sections(problem, members);
+  sections_ = sections.count();
+  auto section_of = [&](int64_t t) { return sections.of(t); };
+
+  std::vector<int> ranked(members);
+  if (seed != 0) {
+    // A seeded shuffle first: the stable sort below keeps it among equals,
+    // and a few swaps of near-equals make restarts diverge.
+    std::sort(ranked.begin(), ranked.end(), [&](int x, int y) {
+      return mix(seed ^ static_cast<uint64_t>(x)) < mix(seed ^ static_cast<uint64_t>(y));
+    });
+  }
+  auto life = [&](int i) { return b[static_cast<size_t>(i)].upper - b[static_cast<size_t>(i)].lower; };
+  auto size = [&](int i) { return b[static_cast<size_t>(i)].size; };
+  std::stable_sort(ranked.begin(), ranked.end(), [&](int x, int y) {
+    switch (order) {
+      case RankOrder::Area: {
+        const double ax = static_cast<double>(life(x)) * static_cast<double>(size(x));
+        const double ay = static_cast<double>(life(y)) * static_cast<double>(size(y));
+        if (ax != ay) return ax > ay;
+        return size(x) > size(y);
+      }
+      case RankOrder::Lifetime:
+        if (life(x) != life(y)) return life(x) > life(y);
+        return size(x) > size(y);
+      case RankOrder::Size:
+        if (size(x) != size(y)) return size(x) > size(y);
+        return life(x) > life(y);
+    }
+    return false;
+  });
+
+  if (seed != 0) {
+    for (size_t k = 1; k < ranked.size(); ++k) {
+      if (mix(seed * 31 + k) % 4 == 0) std::swap(ranked[k - 1], ranked[k]);
+    }
+  }
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int> last_twin;
+  granularity_ = 0;
+  for (int i : ranked) {
+    const auto& buf = b[static_cast<size_t>(i)];
+    Item it{i, buf.size, section_of(buf.lower), section_of(buf.upper), static_cast<int>(items_.size()), -1};
+    const auto key = std::make_tuple(buf.lower, buf.upper, buf.size);
+    if (const auto t = last_twin.find(key); t != last_twin.end()) it.twin_before = t->second;
+    last_twin[key] = static_cast<int>(items_.size());
+    granularity_ = std::gcd(granularity_, buf.size);
+    items_.push_back(it);
+  }
+  if (granularity_ <= 0) granularity_ = 1;
+  covering_.assign(sections_, {});
+  for (size_t k = 0; k < items_.size(); ++k) {
+    for (int s = items_[k].first_section; s < items_[k].end_section; ++s) {
+      covering_[static_cast<size_t>(s)].push_back(static_cast<int>(k));
+    }
+  }
+  conflicts_.assign(items_.size(), {});
+  for (size_t x = 0; x < items_.size(); ++x) {
+    for (size_t y = x + 1; y < items_.size(); ++y) {
+      if (items_[x].first_section < items_[y].end_section && items_[y].first_section < items_[x].end_section) {
+        conflicts_[x].push_back(static_cast<int>(y));
+        conflicts_[y].push_back(static_cast<int>(x));
+      }
+    }
+  }
+}
+
+void SkylineSearch::place(int item, int64_t offset) {
+  const Item& it = items_[static_cast<size_t>(item)];
+  trail_.push_back({3, item, -1});
+  offset_[static_cast<size_t>(item)] = offset;
+  const int64_t top = offset + it.size;
+  for (int s = it.first_section; s < it.end_section; ++s) {
+    const auto su = static_cast<size_t>(s);
+    trail_.push_back({0, s, floor_[su]});
+    floor_[su] = top;
+    if (closed_[su]) {
+      trail_.push_back({1, s, 1});
+      closed_[su] = 0;
+    }
+    remaining_[su] -= it.size;
+  }
+  for (int c : conflicts_[static_cast<size_t>(item)]) {
+    auto& fm = floor_max_[static_cast<size_t>(c)];
+    if (offset_[static_cast<size_t>(c)] < 0 && fm < top) {
+      trail_.push_back({2, c, fm});
+      fm = top;
+    }
+  }
+  --unplaced_;
+}
+
+void SkylineSearch::undo(size_t mark) {
+  while (trail_.size() > mark) {
+    const Change c = trail_.back();
+    trail_.pop_back();
+    switch (c.kind) {
+      case 0: floor_[static_cast<size_t>(c.who)] = c.old; break;
+      case 1: closed_[static_cast<size_t>(c.who)] = static_cast<char>(c.old); break;
+      case 2: floor_max_[static_cast<size_t>(c.who)] = c.old; break;
+      case 3: {
+        const Item& it = items_[static_cast<size_t>(c.who)];
+        offset_[static_cast<size_t>(c.who)] = -1;
+        for (int s = it.first_section; s < it.end_section; ++s) remaining_[static_cast<size_t>(s)] += it.size;
+        ++unplaced_;
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+bool SkylineSearch::release_bound() {
+  // Items by release, highest first; each section accumulates the sizes of
+  // those released at or above the current one.
+  const int64_t h = level_;
+  by_release_.clear();
+  for (size_t k = 0; k < items_.size(); ++k) {
+    if (offset_[k] < 0) by_release_.emplace_back(std::max(floor_max_[k], h), static_cast<int>(k));
+  }
+  std::sort(by_release_.begin(), by_release_.end(), std::greater<>());
+  std::fill(stacked_.begin(), stacked_.end(), 0);
+  for (const auto& [release, k] : by_release_) {
+    const Item& it = items_[static_cast<size_t>(k)];
+    for (int s = it.first_section; s < it.end_section; ++s) {
+      auto& above = stacked_[static_cast<size_t>(s)];
+      above += it.size;
+      if (release + above > capacity_) return false;
+    }
+  }
+  return true;
+}
+
+SearchStatus SkylineSearch::dfs() {
+  ++budget_->nodes;
+  if (budget_->exhausted()) return SearchStatus::Limit;
+  if (unplaced_ == 0) return SearchStatus::Found;
+
+  // The lowest open level h: the lowest floor among sections where buffers
+  // remain and whose floor point is not left empty.
+  int64_t h = -1;
+  for (size_t s = 0; s < sections_; ++s) {
+    if (remaining_[s] == 0 || closed_[s]) continue;
+    if (h < 0 || floor_[s] < h) h = floor_[s];
+  }
+  if (h < 0) return SearchStatus::Infeasible;  // buffers remain but nothing can rest anywhere
+  level_ = h;
+
+  // Bounds: everything still to place sits at or above h, above the floors,
+  // strictly above a closed floor, and stacks within its sections.
+  // A run of closed sections: what covers them later rests on something
+  // outside the run, so it sits no lower than the nearer open floor beside
+  // the run (a side that is the end of time, or a finished section, offers
+  // no support).
+  constexpr int64_t kNoSupport = INT64_MAX / 4;
+  for (size_t s = 0; s < sections_;) {
+    if (remaining_[s] == 0) {
+      ++s;
+      continue;
+    }
+    if (!closed_[s]) {
+      if (std::max(floor_[s], h) + remaining_[s] > capacity_) return SearchStatus::Infeasible;
+      ++s;
+      continue;
+    }
+    size_t end = s;
+    while (end < sections_ && remaining_[end] != 0 && closed_[end]) ++end;
+    const int64_t left = s > 0 && remaining_[s - 1] != 0 ? floor_[s - 1] : kNoSupport;
+    const int64_t right = end < sections_ && remaining_[end] != 0 ? floor_[end] : kNoSupport;
+    const int64_t support = std::min(left, right);
+    for (size_t c = s; c < end; ++c) {
+      const int64_t lo = std::max({floor_[c] + granularity_, h, support});
+      if (lo + remaining_[c] > capacity_) return SearchStatus::Infeasible;
+    }
+    s = end;
+  }
+  for (size_t k = 0; k < items_.size(); ++k) {
+    if (offset_[k] < 0 && std::max(floor_max_[k], h) + items_[k].size > capacity_) return SearchStatus::Infeasible;
+  }
+  // Release times: in each section, a buffer can start no lower than the
+  // highest floor of its lifetime. Whatever must start at or above a height
+  // t stacks above t: t plus those sizes must fit, for every t.
+  if (!release_bound()) return SearchStatus::Infeasible;
+
+  // Any section at level h may be decided first; take the one with the
+  // fewest ways to fill its floor point (fail first). None: a dead end.
+  auto fits_here = [&](int k) {
+    const Item& it = items_[static_cast<size_t>(k)];
+    if (offset_[static_cast<size_t>(k)] >= 0 || floor_max_[static_cast<size_t>(k)] != h) return false;
+    if (it.twin_before >= 0 && offset_[static_cast<size_t>(it.twin_before)] < 0) return false;
+    for (int s = it.first_section; s < it.end_section; ++s) {
+      if (closed_[static_cast<size_t>(s)] && floor_[static_cast<size_t>(s)] == h) return false;  // a point left empty
+    }
+    return true;
+  };
+  int lowest = -1;
+  int64_t fewest = 0;
+  for (size_t s = 0; s < sections_; ++s) {
+    if (remaining_[s] == 0 || closed_[s] || floor_[s] != h) continue;
+    int ways = h + granularity_ + remaining_[s] <= capacity_ ? 1 : 0;  // leaving it empty
+    for (int k : covering_[s]) ways += fits_here(k) ? 1 : 0;
+    if (ways == 0) return SearchStatus::Infeasible;
+    const int64_t slack = capacity_ - h - remaining_[s];
+    int64_t key = ways;
+    if (focus_ == Focus::TightFirst) key = (slack > 0 ? int64_t{1} << 20 : 0) + ways;
+    if (focus_ == Focus::LeastSlack) key = slack / granularity_ * 1024 + std::min(ways, 1023);
+    if (lowest < 0 || key < fewest) {
+      lowest = static_cast<int>(s);
+      fewest = key;
+    }
+  }
+
+  const size_t mark = trail_.size();
+  // Try first the buffers that leave the skyline flattest: flush with the
+  // floors beside them, filling the valley wall to wall.
+  auto& order = scratch_[static_cast<size_t>(depth_)];
+  order.clear();
+  for (int k : covering_[static_cast<size_t>(lowest)]) {
+    if (!fits_here(k)) continue;
+    const Item& it = items_[static_cast<size_t>(k)];
+    const int64_t top = h + it.size;
+    int score = 0;
+    for (const int side : {it.first_section - 1, it.end_section}) {
+      if (side < 0 || static_cast<size_t>(side) >= sections_ || remaining_[static_cast<size_t>(side)] == 0) {
+        score += 2;  // against the end of time or a finished section
+        continue;
+      }
+      const int64_t f = floor_[static_cast<size_t>(side)];
+      if (f == top) score += 3;
+      else if (f > h) score += 1;
+    }
+    order.push_back({-score, it.rank, k});
+  }
+  std::sort(order.begin(), order.end());
+  ++depth_;
+  for (const auto& [neg_score, rank, k] : order) {
+    place(k, h);
+    const SearchStatus r = dfs();
+    if (r != SearchStatus::Infeasible) {
+      --depth_;
+      return r;
+    }
+    undo(mark);
+  }
+  --depth_;
+  // Leave the point empty, if the section's slack allows.
+  if (h + granularity_ + remaining_[static_cast<size_t>(lowest)] > capacity_) return SearchStatus::Infeasible;
+  trail_.push_back({1, lowest, 0});
+  closed_[static_cast<size_t>(lowest)] = 1;
+  const SearchStatus r = dfs();
+  if (r != SearchStatus::Infeasible) return r;
+  undo(mark);
+  return SearchStatus::Infeasible;
+}
+
+SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets) {
+  capacity_ = capacity;
+  budget_ = &budget;
+  floor_.assign(sections_, 0);
+  closed_.assign(sections_, 0);
+  remaining_.assign(sections_, 0);
+  floor_max_.assign(items_.size(), 0);
+  offset_.assign(items_.size(), -1);
+  trail_.clear();
+  depth_ = 0;
+  stacked_.assign(sections_, 0);
+  by_release_.reserve(items_.size());
+  scratch_.assign(items_.size() * 2 + sections_ + 2, {});
+  unplaced_ = static_cast<int>(items_.size());
+  for (const Item& it : items_) {
+    for (int s = it.first_section; s < it.end_section; ++s) remaining_[static_cast<size_t>(s)] += it.size;
+  }
+  const SearchStatus status = dfs();
+  if (status == SearchStatus::Found) {
+    for (size_t k = 0; k < items_.size(); ++k) offsets[static_cast<size_t>(items_[k].index)] = offset_[k];
+  }
+  return status;
+}
+
+}  // namespace gpumem::plan::detail

@@ -1,0 +1,207 @@
+// solve(): heuristics first, then the exact search per time partition while
+// a gap to the best proven bound remains and time allows.
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/plan/solver.h"
+#include "gpumem/plan/validate.h"
+#include "plan/conflicts.h"
+#include "plan/exact_search.h"
+#include "plan/heuristic.h"
+#include "plan/portfolio.h"
+#include "plan/skyline_search.h"
+
+namespace gpumem::plan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every arena of a canonical plan is a multiple of this: targets and proven
+// bounds move in steps of it.
+int64_t granularity(const Problem& problem) {
+  int64_t g = 0;
+  for (const auto& b : problem.buffers) {
+    g = std::gcd(g, b.size);
+    if (b.alignment > 1) g = std::gcd(g, b.alignment);
+    if (b.fixed_offset) g = std::gcd(g, *b.fixed_offset);
+  }
+  return g > 0 ? g : 1;
+}
+
+int64_t round_up(int64_t v, int64_t g) { return (v + g - 1) / g * g; }
+
+void check_fixed(const Problem& problem) {
+  Problem pinned;
+  std::vector<int64_t> offsets;
+  std::vector<int> index;
+  for (size_t i = 0; i < problem.buffers.size(); ++i) {
+    const auto& b = problem.buffers[i];
+    if (!b.fixed_offset) continue;
+    pinned.buffers.push_back(b);
+    offsets.push_back(*b.fixed_offset);
+  }
+  if (auto v = validate(pinned, offsets)) throw InputError("fixed offsets: " + v->message);
+}
+
+struct Partition {
+  std::vector<int> members;
+  int64_t arena = 0;   // of the best plan known for it
+  int64_t proven = 0;  // nothing smaller exists
+};
+
+int64_t partition_arena(const Problem& p, const std::vector<int>& members, const std::vector<int64_t>& offsets) {
+  int64_t a = 0;
+  for (int i : members) a = std::max(a, offsets[static_cast<size_t>(i)] + p.buffers[static_cast<size_t>(i)].size);
+  return a;
+}
+
+int64_t partition_lower_bound(const Problem& p, const std::vector<int>& members) {
+  Problem sub;
+  for (int i : members) sub.buffers.push_back(p.buffers[static_cast<size_t>(i)]);
+  return lower_bound(sub);
+}
+
+}  // namespace
+
+SolveResult solve(const Problem& problem, const SolveOptions& options) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(std::max(options.time_limit_seconds, 0.0)));
+  check_fixed(problem);
+
+  SolveResult result;
+  result.lower_bound = lower_bound(problem);
+  const int64_t g = granularity(problem);
+  const auto conflicts = detail::conflict_lists(problem);
+  auto heuristic = detail::best_heuristic(problem, conflicts);
+  result.plan = std::move(heuristic.plan);
+  result.solver = "heuristic:" + heuristic.order;
+  result.proven_bound = result.lower_bound;
+
+  const auto finish = [&]() {
+    result.optimal = result.plan.arena <= result.proven_bound;
+    result.proven_bound = std::min(result.proven_bound, result.plan.arena);
+    result.gap_bytes = result.plan.arena - result.proven_bound;
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return result;
+  };
+
+  result.partitions = static_cast<int>(detail::time_partitions(problem).size());
+  const bool fits = options.capacity && result.plan.arena <= *options.capacity;
+  if (options.solver == SolverKind::Heuristic || result.plan.arena <= result.proven_bound ||
+      (fits && !options.minimize)) {
+    return finish();
+  }
+
+  // Exact search, partition by partition: the arena is the largest of theirs.
+  std::vector<Partition> parts;
+  for (auto& members : detail::time_partitions(problem)) {
+    Partition part;
+    part.arena = partition_arena(problem, members, result.plan.offsets);
+    part.proven = round_up(partition_lower_bound(problem, members), g);
+    part.members = std::move(members);
+    parts.push_back(std::move(part));
+  }
+  // Per partition: the skyline portfolio where it applies, else the general
+  // search (alignment the sizes do not guarantee, or pinned buffers).
+  std::vector<std::optional<detail::ExactSearch>> general(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (!detail::SkylineSearch::applicable(problem, parts[p].members, g)) general[p].emplace(problem, parts[p].members);
+  }
+
+  detail::SearchBudget budget;
+  budget.deadline = deadline;
+  budget.node_limit = options.node_limit;
+  std::vector<int64_t> offsets = result.plan.offsets;
+  bool improved = false;
+
+  // Every partition must reach `target`; returns false when one cannot (and
+  // then raises the proven bound) or the budget ran out.
+  auto reach = [&](int64_t target, Clock::time_point until) -> detail::SearchStatus {
+    const auto saved = budget.deadline;
+    budget.deadline = std::min(until, deadline);
+    detail::SearchStatus overall = detail::SearchStatus::Found;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (parts[p].arena <= target) continue;
+      if (parts[p].proven > target) {
+        overall = detail::SearchStatus::Infeasible;
+        break;
+      }
+      detail::SearchStatus status;
+      if (general[p]) {
+        status = general[p]->find(target, budget, offsets);
+      } else {
+        detail::PortfolioOptions portfolio;
+        portfolio.deadline = budget.deadline;
+        portfolio.threads = options.threads;
+        if (options.node_limit != 0) portfolio.node_limit = options.node_limit - std::min(options.node_limit, budget.nodes);
+        status = detail::portfolio_find(problem, parts[p].members, target, portfolio, offsets, budget.nodes);
+        if (options.node_limit != 0 && budget.nodes >= options.node_limit && status == detail::SearchStatus::Limit) {
+          status = detail::SearchStatus::Limit;
+        }
+      }
+      if (status == detail::SearchStatus::Found) {
+        parts[p].arena = partition_arena(problem, parts[p].members, offsets);
+        improved = true;
+      } else {
+        if (status == detail::SearchStatus::Infeasible) parts[p].proven = target + g;
+        overall = status;
+        break;
+      }
+    }
+    budget.deadline = saved;
+    return overall;
+  };
+  auto global_arena = [&]() {
+    int64_t a = 0;
+    for (const auto& p : parts) a = std::max(a, p.arena);
+    return a;
+  };
+  auto global_proven = [&]() {
+    int64_t b = 0;
+    for (const auto& p : parts) b = std::max(b, p.proven);
+    return b;
+  };
+
+  if (options.capacity && !options.minimize) {
+    // The decision problem: any plan within the capacity will do.
+    const auto status = reach(*options.capacity, deadline);
+    result.limit_reached = status == detail::SearchStatus::Limit;
+  } else {
+    // Minimise. A capacity comes first: fitting it is what the caller needs.
+    // Then most real instances pack at their lower bound: try that with a
+    // third of the time left, then close in from above.
+    if (options.capacity && global_arena() > *options.capacity) {
+      if (reach(*options.capacity, deadline) == detail::SearchStatus::Limit) result.limit_reached = true;
+    }
+    const auto first_try = Clock::now() + (deadline - Clock::now()) / 3;
+    auto status = reach(global_proven(), first_try);
+    while (status != detail::SearchStatus::Limit || Clock::now() < deadline) {
+      const int64_t arena = global_arena();
+      const int64_t proven = global_proven();
+      if (arena <= proven) break;
+      status = reach(arena - g, deadline);
+      if (status == detail::SearchStatus::Limit) {
+        result.limit_reached = true;
+        break;
+      }
+      if (status == detail::SearchStatus::Infeasible) break;  // arena - g is impossible: arena is optimal
+    }
+    if (global_arena() > global_proven()) result.limit_reached = true;  // only a limit leaves a gap
+  }
+
+  if (improved) {
+    result.plan.offsets = offsets;
+    result.plan.arena = arena_size(problem, offsets);
+    result.solver = "exact";
+  }
+  result.proven_bound = std::max(result.proven_bound, global_proven());
+  result.nodes = budget.nodes;
+  return finish();
+}
+
+}  // namespace gpumem::plan

@@ -1,0 +1,97 @@
+#include "gpumem/report/plan_report.h"
+
+#include <fmt/format.h>
+
+#include "gpumem/common/units.h"
+
+namespace gpumem {
+
+std::string render_plan_text(const plan::PlanReport& r) {
+  const auto& res = r.result;
+  std::string out;
+  auto line = [&out](const std::string& s = {}) { out += s + "\n"; };
+  line(fmt::format("Plan        {}", r.input));
+  line(fmt::format("            {} buffers, {} time partition(s)", format_count(r.problem.buffers.size()),
+                   res.partitions > 0 ? res.partitions : 1));
+  line();
+  line(fmt::format("Arena       {:>12}  ({} bytes)", format_bytes(static_cast<uint64_t>(res.plan.arena)),
+                   format_count(static_cast<uint64_t>(res.plan.arena))));
+  line(fmt::format("Lower bound {:>12}  the most bytes alive at one time", format_bytes(static_cast<uint64_t>(res.lower_bound))));
+  if (res.optimal) {
+    line(fmt::format("Optimal     proven{}", res.plan.arena == res.lower_bound ? " (the arena equals the lower bound)" : ""));
+  } else {
+    line(fmt::format("Optimal     not proven: at most {} above the optimum{}", format_bytes(static_cast<uint64_t>(res.gap_bytes)),
+                     res.limit_reached ? " (the time limit ran out)" : ""));
+  }
+  line(fmt::format("Solver      {}, {}{}", res.solver,
+                   res.seconds < 1 ? fmt::format("{:.2f} ms", res.seconds * 1e3) : fmt::format("{:.2f} s", res.seconds),
+                   res.nodes ? fmt::format(", {} search nodes", format_count(res.nodes)) : ""));
+  if (r.from_model) {
+    line();
+    line(fmt::format("No reuse    {:>12}  every activation in its own memory", format_bytes(r.naive_bytes)));
+    if (r.naive_bytes > 0 && res.plan.arena > 0) {
+      line(fmt::format("            the plan needs {:.1f}x less", static_cast<double>(r.naive_bytes) /
+                                                                     static_cast<double>(res.plan.arena)));
+    }
+    line(fmt::format("In place    {:>12}  saved by {} tensor(s) written over a dying input ({} without in-place)",
+                     format_bytes(static_cast<uint64_t>(r.in_place_saved_bytes())), r.in_place_tensors,
+                     format_bytes(static_cast<uint64_t>(r.arena_without_in_place))));
+  }
+  if (r.capacity) {
+    line();
+    line(r.fits ? fmt::format("Capacity    {:>12}  fits, {} to spare", format_bytes(static_cast<uint64_t>(*r.capacity)),
+                              format_bytes(static_cast<uint64_t>(*r.capacity - res.plan.arena)))
+                : fmt::format("Capacity    {:>12}  DOES NOT FIT: {} short", format_bytes(static_cast<uint64_t>(*r.capacity)),
+                              format_bytes(static_cast<uint64_t>(res.plan.arena - *r.capacity))));
+  }
+  return out;
+}
+
+nlohmann::ordered_json plan_to_json(const plan::PlanReport& r) {
+  using json = nlohmann::ordered_json;
+  const auto& res = r.result;
+  json doc;
+  doc["schema_version"] = kPlanSchemaVersion;
+  doc["input"] = r.input;
+  doc["kind"] = r.from_model ? "model" : "csv";
+  doc["buffer_count"] = r.problem.buffers.size();
+  doc["arena_bytes"] = res.plan.arena;
+  doc["lower_bound_bytes"] = res.lower_bound;
+  doc["proven_bound_bytes"] = res.proven_bound;
+  doc["optimal"] = res.optimal;
+  doc["gap_bytes"] = res.gap_bytes;
+  doc["solver"] = res.solver;
+  doc["solve_seconds"] = res.seconds;
+  doc["search_nodes"] = res.nodes;
+  doc["partitions"] = res.partitions;
+  doc["limit_reached"] = res.limit_reached;
+  doc["capacity_bytes"] = r.capacity ? json(*r.capacity) : json(nullptr);
+  doc["fits"] = r.fits;
+  if (r.from_model) {
+    doc["naive_bytes"] = r.naive_bytes;
+    doc["inplace_saved_bytes"] = r.in_place_saved_bytes();
+    doc["inplace_tensors"] = r.in_place_tensors;
+    doc["arena_without_inplace_bytes"] = r.arena_without_in_place;
+  }
+  json buffers = json::array();
+  for (size_t i = 0; i < r.problem.buffers.size(); ++i) {
+    const auto& b = r.problem.buffers[i];
+    buffers.push_back({{"id", b.id},
+                       {"lower", b.lower},
+                       {"upper", b.upper},
+                       {"size", b.size},
+                       {"alignment", b.alignment},
+                       {"offset", res.plan.offsets[i]}});
+  }
+  doc["buffers"] = buffers;
+  return doc;
+}
+
+std::string render_validation_text(const plan::ValidationReport& r) {
+  if (r.violation) return fmt::format("{}: invalid plan: {}\n", r.input, r.violation->message);
+  return fmt::format("{}: valid plan of {} buffers; arena {} ({} bytes), lower bound {}\n", r.input,
+                     format_count(r.problem.buffers.size()), format_bytes(static_cast<uint64_t>(r.arena)),
+                     format_count(static_cast<uint64_t>(r.arena)), format_bytes(static_cast<uint64_t>(r.lower_bound)));
+}
+
+}  // namespace gpumem

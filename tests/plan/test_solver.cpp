@@ -1,0 +1,173 @@
+// The planners on random instances: every plan validates, the exact search
+// never loses to the heuristics, equals brute force on tiny instances, and
+// packs rectangle cuts to the rectangle's height.
+#include <functional>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/plan/solver.h"
+#include "gpumem/plan/validate.h"
+#include "plan/conflicts.h"
+#include "plan/plan_instances.h"
+
+namespace gpumem::plan {
+namespace {
+
+SolveOptions exact(double seconds = 5) {
+  SolveOptions o;
+  o.time_limit_seconds = seconds;
+  return o;
+}
+
+// The smallest arena over every assignment of offsets.
+int64_t brute_force(const Problem& p) {
+  // Stacking everything above the pinned buffers, each aligned, always fits:
+  // no optimum is larger, so no offset beyond it needs trying.
+  int64_t bound = 0;
+  for (const auto& b : p.buffers) {
+    if (b.fixed_offset) bound = std::max(bound, *b.fixed_offset + b.size);
+  }
+  for (const auto& b : p.buffers) bound += b.size + b.alignment;
+  std::vector<int64_t> offsets(p.buffers.size(), 0);
+  int64_t best = bound + 1;
+  std::function<void(size_t, int64_t)> go = [&](size_t i, int64_t arena) {
+    if (arena >= best) return;
+    if (i == p.buffers.size()) {
+      best = arena;
+      return;
+    }
+    const auto& b = p.buffers[i];
+    for (int64_t o = 0; o + b.size <= best; o += b.alignment) {
+      if (b.fixed_offset && o != *b.fixed_offset) continue;
+      bool clash = false;
+      for (size_t j = 0; j < i && !clash; ++j) {
+        const auto& c = p.buffers[j];
+        clash = b.overlaps_in_time(c) && o < offsets[j] + c.size && offsets[j] < o + b.size;
+      }
+      if (clash) continue;
+      offsets[i] = o;
+      go(i + 1, std::max(arena, o + b.size));
+    }
+  };
+  go(0, 0);
+  return best;
+}
+
+TEST(Solver, MiniMallocReadmeExamplePacksAtItsLowerBound) {
+  Problem p;
+  p.buffers = {{"b1", 0, 3, 4, 1, {}}, {"b2", 3, 9, 4, 1, {}}, {"b3", 0, 9, 4, 1, {}}, {"b4", 9, 21, 4, 1, {}},
+               {"b5", 0, 21, 4, 1, {}}};
+  const SolveResult r = solve(p, exact());
+  EXPECT_EQ(r.lower_bound, 12);
+  EXPECT_EQ(r.plan.arena, 12);
+  EXPECT_TRUE(r.optimal);
+  EXPECT_FALSE(validate(p, r.plan.offsets));
+}
+
+TEST(Solver, ExactEqualsBruteForceOnTinyInstances) {
+  std::mt19937_64 rng(1);
+  int above_bound = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p = test::random_problem(rng, 2 + static_cast<int>(rng() % 5), 6, 4);
+    if (trial % 3 == 0) {
+      for (auto& b : p.buffers) b.alignment = 1 + static_cast<int64_t>(rng() % 2);  // some need alignment 2
+    }
+    const SolveResult r = solve(p, exact());
+    ASSERT_FALSE(validate(p, r.plan.offsets)) << "trial " << trial;
+    ASSERT_TRUE(r.optimal) << "trial " << trial;
+    ASSERT_EQ(r.plan.arena, brute_force(p)) << "trial " << trial;
+    above_bound += r.plan.arena > r.lower_bound;
+  }
+  EXPECT_GT(above_bound, 0);  // the set includes instances whose optimum exceeds the lower bound
+}
+
+TEST(Solver, ExactNeverLosesToTheHeuristicsAndEveryPlanValidates) {
+  std::mt19937_64 rng(2);
+  int strictly_better = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const Problem p = test::random_problem(rng, 10 + static_cast<int>(rng() % 30), 40, 64);
+    const HeuristicResult h = best_heuristic(p);
+    ASSERT_FALSE(validate(p, h.plan.offsets)) << "heuristic, trial " << trial;
+    const SolveResult r = solve(p, exact(2));
+    ASSERT_FALSE(validate(p, r.plan.offsets)) << "exact, trial " << trial;
+    EXPECT_LE(r.plan.arena, h.plan.arena);
+    EXPECT_GE(r.plan.arena, r.lower_bound);
+    if (r.optimal) EXPECT_EQ(r.gap_bytes, 0);
+    strictly_better += r.plan.arena < h.plan.arena;
+  }
+  EXPECT_GT(strictly_better, 0);
+}
+
+TEST(Solver, RectangleCutsPackToTheRectanglesHeight) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t height = 64 + static_cast<int64_t>(rng() % 512);
+    const Problem p = test::rectangle_cut(rng, 10 + static_cast<int>(rng() % 120), 1000, height, 1024);
+    const SolveResult r = solve(p, exact());
+    ASSERT_FALSE(validate(p, r.plan.offsets));
+    EXPECT_EQ(r.lower_bound, height * 1024);
+    EXPECT_EQ(r.plan.arena, height * 1024) << "trial " << trial << ", " << p.buffers.size() << " buffers";
+    EXPECT_TRUE(r.optimal);
+  }
+}
+
+TEST(Solver, AlignmentAndPinnedBuffersAreRespected) {
+  std::mt19937_64 rng(4);
+  for (int trial = 0; trial < 100; ++trial) {
+    Problem p = test::random_problem(rng, 3 + static_cast<int>(rng() % 10), 20, 40);
+    for (auto& b : p.buffers) b.alignment = int64_t{1} << (rng() % 4);
+    p.buffers[0].fixed_offset = 8 * static_cast<int64_t>(rng() % 8);
+    p.buffers[0].alignment = 8;
+    const SolveResult r = solve(p, exact(1));
+    ASSERT_FALSE(validate(p, r.plan.offsets)) << "trial " << trial;
+    EXPECT_EQ(r.plan.offsets[0], *p.buffers[0].fixed_offset);
+    if (p.buffers.size() <= 6) EXPECT_EQ(r.plan.arena, brute_force(p)) << "trial " << trial;
+  }
+}
+
+TEST(Solver, CollidingPinnedBuffersAreAnError) {
+  Problem p;
+  p.buffers = {{"a", 0, 10, 8, 1, 0}, {"b", 5, 15, 8, 1, 4}};
+  EXPECT_THROW(solve(p), InputError);
+}
+
+TEST(Solver, IndependentTimePartitionsAreSolvedApart) {
+  Problem p;
+  p.buffers = {{"a", 0, 5, 10, 1, {}}, {"b", 2, 6, 20, 1, {}}, {"c", 6, 9, 40, 1, {}}, {"d", 8, 12, 5, 1, {}}};
+  EXPECT_EQ(detail::time_partitions(p).size(), 2u);
+  const SolveResult r = solve(p);
+  EXPECT_EQ(r.partitions, 2);
+  EXPECT_EQ(r.plan.arena, 45);
+  EXPECT_TRUE(r.optimal);
+}
+
+TEST(Solver, CapacityStopsAtTheFirstPlanThatFitsWhenNotMinimising) {
+  std::mt19937_64 rng(5);
+  const Problem p = test::rectangle_cut(rng, 80, 1000, 256, 1024);
+  SolveOptions o = exact();
+  o.capacity = 256 * 1024;
+  o.minimize = false;
+  const SolveResult r = solve(p, o);
+  EXPECT_LE(r.plan.arena, *o.capacity);
+  EXPECT_FALSE(validate(p, r.plan.offsets));
+}
+
+TEST(Solver, ALimitLeavesAValidPlanAndReportsTheGap) {
+  std::mt19937_64 rng(6);
+  const Problem p = test::random_problem(rng, 200, 100, 1000);
+  SolveOptions o;
+  o.node_limit = 50;
+  o.threads = 1;
+  const SolveResult r = solve(p, o);
+  EXPECT_FALSE(validate(p, r.plan.offsets));
+  if (!r.optimal) {
+    EXPECT_TRUE(r.limit_reached);
+    EXPECT_EQ(r.gap_bytes, r.plan.arena - r.proven_bound);
+    EXPECT_GT(r.gap_bytes, 0);
+  }
+}
+
+}  // namespace
+}  // namespace gpumem::plan
