@@ -2,34 +2,50 @@
 
 #include <algorithm>
 #include <numeric>
-#include <set>
 
 namespace gpumem::plan::detail {
 
-std::vector<std::vector<int>> conflict_lists(const Problem& problem) {
+ConflictGraph::ConflictGraph(const Problem& problem) {
   const auto& b = problem.buffers;
-  const int n = static_cast<int>(b.size());
-  std::vector<int> by_lower(static_cast<size_t>(n));
+  const size_t n = b.size();
+  std::vector<int> by_lower(n);
   std::iota(by_lower.begin(), by_lower.end(), 0);
   std::sort(by_lower.begin(), by_lower.end(), [&](int x, int y) {
     return b[static_cast<size_t>(x)].lower != b[static_cast<size_t>(y)].lower
                ? b[static_cast<size_t>(x)].lower < b[static_cast<size_t>(y)].lower
                : x < y;
   });
-  std::vector<std::vector<int>> out(static_cast<size_t>(n));
-  // Active buffers ordered by the end of their lifetime, to drop the dead.
-  std::set<std::pair<int64_t, int>> active;
-  for (int i : by_lower) {
-    const auto& cur = b[static_cast<size_t>(i)];
-    while (!active.empty() && active.begin()->first <= cur.lower) active.erase(active.begin());
-    for (const auto& [upper, j] : active) {
-      out[static_cast<size_t>(i)].push_back(j);
-      out[static_cast<size_t>(j)].push_back(i);
+  // Sweep in order of start; `active` holds the buffers still alive. Each
+  // pair is met once, when the later-starting one arrives. Two sweeps: the
+  // first counts degrees, the second fills the arrays in place.
+  std::vector<int> active;
+  std::vector<int64_t> upper(n);
+  for (size_t i = 0; i < n; ++i) upper[i] = b[i].upper;
+  auto sweep = [&](auto&& on_pair) {
+    active.clear();
+    for (int i : by_lower) {
+      const int64_t now = b[static_cast<size_t>(i)].lower;
+      size_t kept = 0;
+      for (int j : active) {
+        if (upper[static_cast<size_t>(j)] > now) active[kept++] = j;
+      }
+      active.resize(kept);
+      for (int j : active) on_pair(i, j);
+      active.push_back(i);
     }
-    active.emplace(cur.upper, i);
-  }
-  for (auto& list : out) std::sort(list.begin(), list.end());
-  return out;
+  };
+  starts_.assign(n + 1, 0);
+  sweep([&](int i, int j) {
+    ++starts_[static_cast<size_t>(i) + 1];
+    ++starts_[static_cast<size_t>(j) + 1];
+  });
+  for (size_t i = 0; i < n; ++i) starts_[i + 1] += starts_[i];
+  targets_.resize(starts_[n]);
+  std::vector<size_t> fill(starts_.begin(), starts_.end() - 1);
+  sweep([&](int i, int j) {
+    targets_[fill[static_cast<size_t>(i)]++] = j;
+    targets_[fill[static_cast<size_t>(j)]++] = i;
+  });
 }
 
 Sections::Sections(const Problem& problem, const std::vector<int>& members) {

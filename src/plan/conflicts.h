@@ -1,15 +1,28 @@
 #pragma once
 // Which buffers live at the same time, and which groups of buffers never
 // share a moment with another group (independent time partitions).
+#include <span>
 #include <vector>
 
 #include "gpumem/plan/problem.h"
 
 namespace gpumem::plan::detail {
 
-// For each buffer, the indices of the buffers whose lifetimes intersect its
-// own, ascending. O(n log n + conflicts).
-std::vector<std::vector<int>> conflict_lists(const Problem& problem);
+// Which buffers' lifetimes intersect, as adjacency arrays (CSR): built by
+// one sweep in O(n log n + conflicts), with two flat arrays instead of a
+// vector per buffer, since ten thousand buffers may have millions of pairs.
+class ConflictGraph {
+ public:
+  explicit ConflictGraph(const Problem& problem);
+  std::span<const int> neighbors(size_t buffer) const {
+    return {targets_.data() + starts_[buffer], targets_.data() + starts_[buffer + 1]};
+  }
+  size_t size() const { return starts_.empty() ? 0 : starts_.size() - 1; }
+
+ private:
+  std::vector<size_t> starts_;  // per buffer, into targets_; one extra at the end
+  std::vector<int> targets_;
+};
 
 // Groups of buffer indices such that no buffer of one group overlaps in time
 // with a buffer of another: each group can be planned alone, and the arena is

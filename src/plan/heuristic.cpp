@@ -12,38 +12,35 @@
 namespace gpumem::plan {
 namespace detail {
 
-Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const std::vector<std::vector<int>>& conflicts,
+Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const ConflictGraph& conflicts,
                  GapRule rule) {
   const auto& b = problem.buffers;
   const size_t n = b.size();
-  Plan plan;
-  plan.offsets.assign(n, -1);
-  std::vector<char> placed(n, 0);
+  // Sizes and offsets in flat arrays: the inner loop walks millions of
+  // neighbours and must not drag whole Buffer records through the cache.
+  std::vector<int64_t> size(n), offset(n, -1);
+  for (size_t i = 0; i < n; ++i) size[i] = b[i].size;
   // Pinned buffers first: everything else fits around them.
   for (size_t i = 0; i < n; ++i) {
-    if (b[i].fixed_offset) {
-      plan.offsets[i] = *b[i].fixed_offset;
-      placed[i] = 1;
-    }
+    if (b[i].fixed_offset) offset[i] = *b[i].fixed_offset;
   }
   std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of placed conflicting buffers
   for (int idx : order) {
     const auto i = static_cast<size_t>(idx);
-    if (placed[i]) continue;
-    const Buffer& cur = b[i];
+    if (offset[i] >= 0) continue;
+    const int64_t alignment = b[i].alignment;
     taken.clear();
-    for (int j : conflicts[i]) {
-      if (placed[static_cast<size_t>(j)]) {
-        taken.emplace_back(plan.offsets[static_cast<size_t>(j)], plan.offsets[static_cast<size_t>(j)] + b[static_cast<size_t>(j)].size);
-      }
+    for (int j : conflicts.neighbors(i)) {
+      const int64_t at = offset[static_cast<size_t>(j)];
+      if (at >= 0) taken.emplace_back(at, at + size[static_cast<size_t>(j)]);
     }
     std::sort(taken.begin(), taken.end());
     int64_t best = -1;
     int64_t best_gap = std::numeric_limits<int64_t>::max();
     int64_t cursor = 0;
     for (const auto& [start, end] : taken) {
-      const int64_t at = align_up(cursor, cur.alignment);
-      if (at + cur.size <= start) {
+      const int64_t at = align_up(cursor, alignment);
+      if (at + size[i] <= start) {
         const int64_t gap = start - cursor;
         if (rule == GapRule::FirstFit) {
           best = at;
@@ -56,22 +53,19 @@ Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const st
       }
       cursor = std::max(cursor, end);
     }
-    if (best < 0) best = align_up(cursor, cur.alignment);
-    plan.offsets[i] = best;
-    placed[i] = 1;
+    if (best < 0) best = align_up(cursor, alignment);
+    offset[i] = best;
   }
+  Plan plan;
+  plan.offsets = std::move(offset);
   plan.arena = arena_size(problem, plan.offsets);
   return plan;
 }
 
-std::vector<NamedOrder> heuristic_orders(const Problem& problem, const std::vector<std::vector<int>>& conflicts) {
+std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictGraph& conflicts, size_t count) {
   const auto& b = problem.buffers;
   const size_t n = b.size();
   auto life = [&](size_t i) { return b[i].upper - b[i].lower; };
-  std::vector<int64_t> conflict_bytes(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    for (int j : conflicts[i]) conflict_bytes[i] += b[static_cast<size_t>(j)].size;
-  }
   auto sorted = [&](auto key_greater) {
     std::vector<int> order(n);
     std::iota(order.begin(), order.end(), 0);
@@ -84,6 +78,7 @@ std::vector<NamedOrder> heuristic_orders(const Problem& problem, const std::vect
   orders.push_back({"size", sorted([&](size_t x, size_t y) {
                       return b[x].size != b[y].size ? b[x].size > b[y].size : life(x) > life(y);
                     })});
+  if (count <= 1) return orders;
   orders.push_back({"lifetime", sorted([&](size_t x, size_t y) {
                       return life(x) != life(y) ? life(x) > life(y) : b[x].size > b[y].size;
                     })});
@@ -92,6 +87,10 @@ std::vector<NamedOrder> heuristic_orders(const Problem& problem, const std::vect
                       const double ay = static_cast<double>(b[y].size) * static_cast<double>(life(y));
                       return ax != ay ? ax > ay : b[x].size > b[y].size;
                     })});
+  std::vector<int64_t> conflict_bytes(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (int j : conflicts.neighbors(i)) conflict_bytes[i] += b[static_cast<size_t>(j)].size;
+  }
   orders.push_back({"conflicts", sorted([&](size_t x, size_t y) {
                       return conflict_bytes[x] + b[x].size != conflict_bytes[y] + b[y].size
                                  ? conflict_bytes[x] + b[x].size > conflict_bytes[y] + b[y].size
@@ -100,11 +99,16 @@ std::vector<NamedOrder> heuristic_orders(const Problem& problem, const std::vect
   return orders;
 }
 
-HeuristicResult best_heuristic(const Problem& problem, const std::vector<std::vector<int>>& conflicts) {
+HeuristicResult best_heuristic(const Problem& problem, const ConflictGraph& conflicts) {
+  // Every variant costs a pass over all conflicting pairs. On large inputs
+  // run only the one that wins most often on real graphs (size-descending
+  // best-fit, TFLite's); the exact search refines it where a gap remains.
+  const bool large = problem.buffers.size() > kAllVariantsUpTo;
   HeuristicResult best;
   bool have = false;
-  for (const auto& order : heuristic_orders(problem, conflicts)) {
+  for (const auto& order : heuristic_orders(problem, conflicts, large ? 1 : 4)) {
     for (GapRule rule : {GapRule::BestFit, GapRule::FirstFit}) {
+      if (large && rule == GapRule::FirstFit) continue;
       Plan p = greedy_plan(problem, order.order, conflicts, rule);
       if (!have || p.arena < best.plan.arena) {
         best.plan = std::move(p);
@@ -120,7 +124,7 @@ HeuristicResult best_heuristic(const Problem& problem, const std::vector<std::ve
 }  // namespace detail
 
 HeuristicResult best_heuristic(const Problem& problem) {
-  return detail::best_heuristic(problem, detail::conflict_lists(problem));
+  return detail::best_heuristic(problem, detail::ConflictGraph(problem));
 }
 
 }  // namespace gpumem::plan

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gpumem/plan/solver.h"
+#include "plan/conflicts.h"
 
 namespace gpumem::plan::detail {
 
@@ -18,12 +19,15 @@ struct NamedOrder {
 };
 
 // Size-descending, lifetime-descending, area-descending and
-// conflict-bytes-descending orders.
-std::vector<NamedOrder> heuristic_orders(const Problem& problem, const std::vector<std::vector<int>>& conflicts);
+// conflict-bytes-descending orders; the first `count` of them.
+std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictGraph& conflicts, size_t count = 4);
 
-Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const std::vector<std::vector<int>>& conflicts,
+// Above this many buffers only size-descending best-fit runs.
+inline constexpr size_t kAllVariantsUpTo = 2048;
+
+Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const ConflictGraph& conflicts,
                  GapRule rule);
 
-HeuristicResult best_heuristic(const Problem& problem, const std::vector<std::vector<int>>& conflicts);
+HeuristicResult best_heuristic(const Problem& problem, const ConflictGraph& conflicts);
 
 }  // namespace gpumem::plan::detail

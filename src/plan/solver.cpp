@@ -20,6 +20,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The exact searches keep per-pair conflict lists and recurse once per
+// placement: beyond this many buffers in one time partition, the heuristic
+// plan is kept and the gap reported.
+constexpr size_t kMaxExactBuffers = 2000;
+
 // Every arena of a canonical plan is a multiple of this: targets and proven
 // bounds move in steps of it.
 int64_t granularity(const Problem& problem) {
@@ -76,7 +81,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   SolveResult result;
   result.lower_bound = lower_bound(problem);
   const int64_t g = granularity(problem);
-  const auto conflicts = detail::conflict_lists(problem);
+  const detail::ConflictGraph conflicts(problem);
   auto heuristic = detail::best_heuristic(problem, conflicts);
   result.plan = std::move(heuristic.plan);
   result.solver = "heuristic:" + heuristic.order;
@@ -110,7 +115,9 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   // search (alignment the sizes do not guarantee, or pinned buffers).
   std::vector<std::optional<detail::ExactSearch>> general(parts.size());
   for (size_t p = 0; p < parts.size(); ++p) {
-    if (!detail::SkylineSearch::applicable(problem, parts[p].members, g)) general[p].emplace(problem, parts[p].members);
+    if (parts[p].members.size() <= kMaxExactBuffers && !detail::SkylineSearch::applicable(problem, parts[p].members, g)) {
+      general[p].emplace(problem, parts[p].members);
+    }
   }
 
   detail::SearchBudget budget;
@@ -129,6 +136,10 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
       if (parts[p].arena <= target) continue;
       if (parts[p].proven > target) {
         overall = detail::SearchStatus::Infeasible;
+        break;
+      }
+      if (parts[p].members.size() > kMaxExactBuffers) {
+        overall = detail::SearchStatus::Limit;  // too large to search: the heuristic plan stands
         break;
       }
       detail::SearchStatus status;

@@ -111,4 +111,70 @@ TEST(Cli, BadFlagsAreRejected) {
   EXPECT_EQ(run("frobnicate").code, 2);
 }
 
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = testing::TempDir() + std::to_string(getpid()) + "_" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+const char* kReadmeExample =
+    "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n";
+
+TEST(CliPlan, PlansACsvAndWritesAPlanThatValidates) {
+  const std::string in = write_temp("example.csv", kReadmeExample);
+  const std::string out = testing::TempDir() + std::to_string(getpid()) + "_plan_out.csv";
+  CliRun r = run("plan " + in + " --out " + out + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["arena_bytes"], 12);
+  EXPECT_EQ(doc["lower_bound_bytes"], 12);
+  EXPECT_EQ(doc["optimal"], true);
+  EXPECT_EQ(doc["gap_bytes"], 0);
+  EXPECT_EQ(doc["buffers"].size(), 5u);
+  r = run("plan --validate " + out);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("valid plan of 5 buffers"), std::string::npos) << r.out;
+}
+
+TEST(CliPlan, CapacityDecidesTheExitCode) {
+  const std::string in = write_temp("cap.csv", kReadmeExample);
+  EXPECT_EQ(run("plan " + in + " --capacity 12").code, 0);
+  const CliRun r = run("plan " + in + " --capacity 11");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+  EXPECT_EQ(run("plan " + in + " --capacity 1KiB --json").code, 0);
+  EXPECT_EQ(run("plan " + in + " --capacity lots").code, 2);
+}
+
+TEST(CliPlan, ValidateNamesTheFirstCollidingPair) {
+  const std::string plan = write_temp(
+      "bad_plan.csv", "id,lower,upper,size,offset\nb1,0,3,4,0\nb2,3,9,4,0\nb3,0,9,4,2\nb4,9,21,4,0\nb5,0,21,4,8\n");
+  const CliRun r = run("plan --validate " + plan);
+  EXPECT_EQ(r.code, 4);
+  EXPECT_NE(r.err.find("'b1'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'b3'"), std::string::npos) << r.err;
+}
+
+TEST(CliPlan, BadCsvNamesTheLineAndWritesNothing) {
+  const std::string in = write_temp("broken.csv", "id,lower,upper,size\nb1,0,3,4\nb2,5,3,4\n");
+  const std::string out = testing::TempDir() + std::to_string(getpid()) + "_never_written.csv";
+  std::remove(out.c_str());
+  const CliRun r = run("plan " + in + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(in + ":3:"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::ifstream(out).good());
+}
+
+TEST(CliPlan, PlansAModelsActivations) {
+  const CliRun r = run("plan " + model("resnet50") + " --json --time-limit 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["kind"], "model");
+  EXPECT_EQ(doc["naive_bytes"], 106393504);  // inspect's total: no reuse
+  EXPECT_EQ(doc["arena_bytes"], doc["lower_bound_bytes"]);
+  EXPECT_GT(doc["inplace_saved_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(doc["arena_without_inplace_bytes"], 9633792);  // inspect's peak
+}
+
 }  // namespace
