@@ -41,13 +41,21 @@ SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& memb
   std::atomic<uint64_t> total_nodes{0};
   std::mutex lock;
   SearchStatus result = SearchStatus::Limit;
+  // Shared by every attempt at this capacity: 2^12 slots for tiny problems,
+  // up to 2^21 (16 MiB) for large ones.
+  int log2_slots = 12;
+  while (log2_slots < 21 && (size_t{1} << log2_slots) < members.size() * 4096) ++log2_slots;
+  FailedStates failed(log2_slots);
 
   auto worker = [&](int id) {
     std::vector<int64_t> local = offsets;
     for (uint64_t round = 0;; ++round) {
       const uint64_t attempt = round * static_cast<uint64_t>(threads) + static_cast<uint64_t>(id);
       const auto& [order, focus] = kStrategies[attempt % kStrategyCount];
-      SkylineSearch search(problem, members, order, focus, attempt / kStrategyCount);
+      // Odd rounds of strategies run time backwards.
+      const uint64_t pass = attempt / kStrategyCount;
+      SkylineSearch search(problem, members, order, focus, pass / 2, pass % 2 == 1);
+      search.share_failures(&failed);
       SearchBudget budget;
       budget.deadline = options.deadline;
       budget.stop = &stop;

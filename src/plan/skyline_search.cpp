@@ -45,11 +45,17 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+uint64_t floor_key(uint64_t section, int64_t floor) {
+  return mix(section * 0x100000001b3ull ^ static_cast<uint64_t>(floor) * 0x9e3779b97f4a7c15ull);
+}
+uint64_t closed_key(uint64_t section) { return mix(section ^ 0xc105edull); }
+uint64_t placed_key(int buffer) { return mix(static_cast<uint64_t>(buffer) ^ 0x91aced5ull); }
+
 }  // namespace
 
 SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order,
-                             Focus focus, uint64_t seed)
-    : focus_(focus) {
+                             Focus focus, uint64_t seed, bool mirror)
+    : focus_(focus), seed_(seed) {
   const auto& b = problem.buffers;
   const Sections sections(problem, members);
   sections_ = sections.count();
@@ -92,7 +98,10 @@ SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& mem
   granularity_ = 0;
   for (int i : ranked) {
     const auto& buf = b[static_cast<size_t>(i)];
-    Item it{i, buf.size, section_of(buf.lower), section_of(buf.upper), static_cast<int>(items_.size()), -1};
+    // Mirrored, time runs backwards: the same plans, other tie-breaks.
+    const int lo = section_of(buf.lower), hi = section_of(buf.upper);
+    const int count = static_cast<int>(sections_);
+    Item it{i, buf.size, mirror ? count - hi : lo, mirror ? count - lo : hi, static_cast<int>(items_.size()), -1};
     const auto key = std::make_tuple(buf.lower, buf.upper, buf.size);
     if (const auto t = last_twin.find(key); t != last_twin.end()) it.twin_before = t->second;
     last_twin[key] = static_cast<int>(items_.size());
@@ -100,6 +109,8 @@ SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& mem
     items_.push_back(it);
   }
   if (granularity_ <= 0) granularity_ = 1;
+  section_key_.resize(sections_);
+  for (size_t k = 0; k < sections_; ++k) section_key_[k] = mirror ? sections_ - 1 - k : k;
   covering_.assign(sections_, {});
   for (size_t k = 0; k < items_.size(); ++k) {
     for (int s = items_[k].first_section; s < items_[k].end_section; ++s) {
@@ -121,14 +132,17 @@ void SkylineSearch::place(int item, int64_t offset) {
   const Item& it = items_[static_cast<size_t>(item)];
   trail_.push_back({3, item, -1});
   offset_[static_cast<size_t>(item)] = offset;
+  hash_ ^= placed_key(it.index);
   const int64_t top = offset + it.size;
   for (int s = it.first_section; s < it.end_section; ++s) {
     const auto su = static_cast<size_t>(s);
     trail_.push_back({0, s, floor_[su]});
+    hash_ ^= floor_key(section_key_[su], floor_[su]) ^ floor_key(section_key_[su], top);
     floor_[su] = top;
     if (closed_[su]) {
       trail_.push_back({1, s, 1});
       closed_[su] = 0;
+      hash_ ^= closed_key(section_key_[su]);
     }
     remaining_[su] -= it.size;
   }
@@ -174,10 +188,11 @@ bool SkylineSearch::release_bound() {
   std::fill(stacked_.begin(), stacked_.end(), 0);
   for (const auto& [release, k] : by_release_) {
     const Item& it = items_[static_cast<size_t>(k)];
+    const int64_t room = capacity_ - release;
     for (int s = it.first_section; s < it.end_section; ++s) {
       auto& above = stacked_[static_cast<size_t>(s)];
       above += it.size;
-      if (release + above > capacity_) return false;
+      if (above > room) return false;
     }
   }
   return true;
@@ -187,6 +202,7 @@ SearchStatus SkylineSearch::dfs() {
   ++budget_->nodes;
   if (budget_->exhausted()) return SearchStatus::Limit;
   if (unplaced_ == 0) return SearchStatus::Found;
+  if (failed_ && failed_->contains(hash_)) return SearchStatus::Infeasible;
 
   // The lowest open level h: the lowest floor among sections where buffers
   // remain and whose floor point is not left empty.
@@ -232,7 +248,11 @@ SearchStatus SkylineSearch::dfs() {
   // Release times: in each section, a buffer can start no lower than the
   // highest floor of its lifetime. Whatever must start at or above a height
   // t stacks above t: t plus those sizes must fit, for every t.
-  if (!release_bound()) return SearchStatus::Infeasible;
+  // Closing a section changes no release nor the level: the parent's check
+  // stands, so it runs only after a placement (or a rise of the level).
+  if ((just_placed_ || h != checked_level_) && !release_bound()) return SearchStatus::Infeasible;
+  just_placed_ = false;
+  checked_level_ = h;
 
   // Any section at level h may be decided first; take the one with the
   // fewest ways to fill its floor point (fail first). None: a dead end.
@@ -247,6 +267,7 @@ SearchStatus SkylineSearch::dfs() {
   };
   int lowest = -1;
   int64_t fewest = 0;
+  uint64_t lowest_tie = 0;
   for (size_t s = 0; s < sections_; ++s) {
     if (remaining_[s] == 0 || closed_[s] || floor_[s] != h) continue;
     int ways = h + granularity_ + remaining_[s] <= capacity_ ? 1 : 0;  // leaving it empty
@@ -256,9 +277,13 @@ SearchStatus SkylineSearch::dfs() {
     int64_t key = ways;
     if (focus_ == Focus::TightFirst) key = (slack > 0 ? int64_t{1} << 20 : 0) + ways;
     if (focus_ == Focus::LeastSlack) key = slack / granularity_ * 1024 + std::min(ways, 1023);
-    if (lowest < 0 || key < fewest) {
+    // Ties go to the leftmost section, or, in a seeded restart, to a
+    // section picked by the seed.
+    const uint64_t tie = seed_ == 0 ? s : mix(seed_ ^ (s * 0x9e3779b97f4a7c15ull));
+    if (lowest < 0 || key < fewest || (key == fewest && tie < lowest_tie)) {
       lowest = static_cast<int>(s);
       fewest = key;
+      lowest_tie = tie;
     }
   }
 
@@ -284,25 +309,36 @@ SearchStatus SkylineSearch::dfs() {
     order.push_back({-score, it.rank, k});
   }
   std::sort(order.begin(), order.end());
+  const uint64_t state = hash_;
+  auto failed_here = [&]() {
+    hash_ = state;
+    if (failed_) failed_->insert(state);
+    return SearchStatus::Infeasible;
+  };
   ++depth_;
   for (const auto& [neg_score, rank, k] : order) {
     place(k, h);
+    just_placed_ = true;
     const SearchStatus r = dfs();
     if (r != SearchStatus::Infeasible) {
       --depth_;
       return r;
     }
     undo(mark);
+    hash_ = state;
   }
   --depth_;
   // Leave the point empty, if the section's slack allows.
-  if (h + granularity_ + remaining_[static_cast<size_t>(lowest)] > capacity_) return SearchStatus::Infeasible;
+  if (h + granularity_ + remaining_[static_cast<size_t>(lowest)] > capacity_) return failed_here();
   trail_.push_back({1, lowest, 0});
   closed_[static_cast<size_t>(lowest)] = 1;
+  hash_ ^= closed_key(section_key_[static_cast<size_t>(lowest)]);
+  const int64_t level_checked = checked_level_;
   const SearchStatus r = dfs();
+  checked_level_ = level_checked;
   if (r != SearchStatus::Infeasible) return r;
   undo(mark);
-  return SearchStatus::Infeasible;
+  return failed_here();
 }
 
 SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets) {
@@ -314,6 +350,10 @@ SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::ve
   floor_max_.assign(items_.size(), 0);
   offset_.assign(items_.size(), -1);
   trail_.clear();
+  hash_ = 0;
+  for (size_t k = 0; k < sections_; ++k) hash_ ^= floor_key(section_key_[k], 0);
+  just_placed_ = true;
+  checked_level_ = -1;
   depth_ = 0;
   stacked_.assign(sections_, 0);
   by_release_.reserve(items_.size());

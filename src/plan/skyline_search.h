@@ -3,6 +3,7 @@
 // buffers (every real graph, every MiniMalloc benchmark): a skyline search
 // that branches on what covers the lowest, leftmost free point.
 #include <cstdint>
+#include <atomic>
 #include <tuple>
 #include <vector>
 
@@ -10,6 +11,28 @@
 #include "plan/exact_search.h"
 
 namespace gpumem::plan::detail {
+
+// Skyline states known to have no completion within the capacity, shared by
+// the searches of one portfolio (and their threads): a lossy hash table of
+// 64-bit state hashes. A state is the set of placed buffers and each
+// section's floor and closed flag; whatever order led to it, its future is
+// the same, so a failure found once need not be found again.
+class FailedStates {
+ public:
+  explicit FailedStates(int log2_slots = 21) : slots_(size_t{1} << log2_slots), mask_((size_t{1} << log2_slots) - 1) {}
+  bool contains(uint64_t h) const {
+    return slots_[h & mask_].load(std::memory_order_relaxed) == h ||
+           slots_[(h >> 32) & mask_].load(std::memory_order_relaxed) == h;
+  }
+  void insert(uint64_t h) {
+    auto& first = slots_[h & mask_];
+    (first.load(std::memory_order_relaxed) == 0 ? first : slots_[(h >> 32) & mask_]).store(h, std::memory_order_relaxed);
+  }
+
+ private:
+  std::vector<std::atomic<uint64_t>> slots_;
+  size_t mask_;
+};
 
 // How ties among candidates are broken: which buffer is tried first.
 enum class RankOrder { Area, Lifetime, Size };
@@ -29,8 +52,12 @@ class SkylineSearch {
 
   // `seed` perturbs the order among buffers the rank leaves equal, so that
   // restarts explore different trees; seed 0 keeps the plain order.
+  // `mirror` runs time backwards (the same plans, found in another order).
   SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order, Focus focus,
-                uint64_t seed = 0);
+                uint64_t seed = 0, bool mirror = false);
+
+  // Shares failures with other searches of the same members and capacity.
+  void share_failures(FailedStates* failed) { failed_ = failed; }
 
   SearchStatus find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets);
 
@@ -49,6 +76,12 @@ class SkylineSearch {
   void undo(size_t mark);
 
   Focus focus_;
+  uint64_t seed_;
+  FailedStates* failed_ = nullptr;
+  std::vector<uint64_t> section_key_;  // per section: the same key whichever way time runs
+  uint64_t hash_ = 0;                  // of the current state
+  bool just_placed_ = true;            // the node was entered by a placement
+  int64_t checked_level_ = -1;         // the level the last release check ran at
   std::vector<Item> items_;
   std::vector<std::vector<int>> covering_;   // section -> items alive there, by rank
   std::vector<std::vector<int>> conflicts_;  // item -> items alive at the same time
