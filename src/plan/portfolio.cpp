@@ -29,7 +29,7 @@ constexpr std::pair<RankOrder, Focus> kStrategies[] = {
     {RankOrder::Lifetime, Focus::TightFirst}, {RankOrder::Size, Focus::FewestWays},
     {RankOrder::Area, Focus::FewestWays}};
 constexpr uint64_t kStrategyCount = sizeof kStrategies / sizeof kStrategies[0];
-constexpr uint64_t kRestartBase = 2048;  // nodes
+constexpr uint64_t kRestartBase = 1024;  // nodes
 
 }  // namespace
 

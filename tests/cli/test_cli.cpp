@@ -166,6 +166,26 @@ TEST(CliPlan, BadCsvNamesTheLineAndWritesNothing) {
   EXPECT_FALSE(std::ifstream(out).good());
 }
 
+TEST(CliPlan, PinnedOffsetsThatCollideOrMisalignAreErrors) {
+  const std::string collide =
+      write_temp("pinned.csv", "id,lower,upper,size,offset\na,0,10,8,0\nb,5,15,8,4\nc,0,20,4,\n");
+  CliRun r = run("plan " + collide);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("'a'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'b'"), std::string::npos) << r.err;
+  const std::string misaligned = write_temp("misaligned.csv", "id,lower,upper,size,offset\na,0,10,8,4\nb,5,15,8,\n");
+  r = run("plan " + misaligned + " --alignment 8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a multiple of its alignment 8"), std::string::npos) << r.err;
+  // Pinned where they do not collide: kept, and the rest planned around them.
+  const std::string ok = write_temp("pinned_ok.csv", "id,lower,upper,size,offset\na,0,10,8,8\nb,5,15,8,\n");
+  r = run("plan " + ok + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["buffers"][0]["offset"], 8);
+  EXPECT_EQ(doc["arena_bytes"], 16);
+}
+
 TEST(CliPlan, PlansAModelsActivations) {
   const CliRun r = run("plan " + model("resnet50") + " --json --time-limit 2");
   ASSERT_EQ(r.code, 0) << r.err;
