@@ -20,16 +20,45 @@ uint64_t luby(uint64_t i) {
   }
 }
 
-// Each attempt takes the next (order, focus) pair; every pair has solved
-// instances of the MiniMalloc suite that others were slow on.
-constexpr std::pair<RankOrder, Focus> kStrategies[] = {
-    {RankOrder::Lifetime, Focus::LeastSlack}, {RankOrder::Size, Focus::LeastSlack},
-    {RankOrder::Area, Focus::TightFirst},     {RankOrder::Lifetime, Focus::FewestWays},
-    {RankOrder::Size, Focus::TightFirst},     {RankOrder::Area, Focus::LeastSlack},
-    {RankOrder::Lifetime, Focus::TightFirst}, {RankOrder::Size, Focus::FewestWays},
-    {RankOrder::Area, Focus::FewestWays}};
-constexpr uint64_t kStrategyCount = sizeof kStrategies / sizeof kStrategies[0];
-constexpr uint64_t kRestartBase = 1024;  // nodes
+// A search strategy: how buffers are ranked, which section is decided
+// first, whether time runs backwards, and how candidates are preferred.
+struct Strategy {
+  RankOrder order;
+  Focus focus;
+  bool mirrored;
+  Preference preference;
+};
+
+// All 36 strategies, the most useful first: these eight solve each of the
+// MiniMalloc challenging instances within a few thousand nodes (measured one
+// by one, 0.4 s each); the rest follow in a fixed order.
+std::vector<Strategy> strategies() {
+  std::vector<Strategy> list = {
+      {RankOrder::Size, Focus::FewestWays, false, Preference::Ranked},
+      {RankOrder::Area, Focus::LeastSlack, false, Preference::Flattest},
+      {RankOrder::Size, Focus::TightFirst, false, Preference::Ranked},
+      {RankOrder::Size, Focus::FewestWays, false, Preference::Flattest},
+      {RankOrder::Area, Focus::FewestWays, false, Preference::Ranked},
+      {RankOrder::Area, Focus::TightFirst, true, Preference::Flattest},
+      {RankOrder::Size, Focus::FewestWays, true, Preference::Flattest},
+      {RankOrder::Lifetime, Focus::LeastSlack, false, Preference::Ranked},
+  };
+  for (RankOrder order : {RankOrder::Area, RankOrder::Lifetime, RankOrder::Size}) {
+    for (Focus focus : {Focus::FewestWays, Focus::TightFirst, Focus::LeastSlack}) {
+      for (bool mirrored : {false, true}) {
+        for (Preference preference : {Preference::Flattest, Preference::Ranked}) {
+          const bool listed = std::any_of(list.begin(), list.begin() + 8, [&](const Strategy& s) {
+            return s.order == order && s.focus == focus && s.mirrored == mirrored && s.preference == preference;
+          });
+          if (!listed) list.push_back({order, focus, mirrored, preference});
+        }
+      }
+    }
+  }
+  return list;
+}
+
+constexpr uint64_t kRestartBase = 4096;  // nodes
 
 }  // namespace
 
@@ -47,14 +76,16 @@ SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& memb
   while (log2_slots < 21 && (size_t{1} << log2_slots) < members.size() * 4096) ++log2_slots;
   FailedStates failed(log2_slots);
 
+  static const std::vector<Strategy> kStrategies = strategies();
   auto worker = [&](int id) {
     std::vector<int64_t> local = offsets;
     for (uint64_t round = 0;; ++round) {
       const uint64_t attempt = round * static_cast<uint64_t>(threads) + static_cast<uint64_t>(id);
-      const auto& [order, focus] = kStrategies[attempt % kStrategyCount];
-      // Odd rounds of strategies run time backwards.
-      const uint64_t pass = attempt / kStrategyCount;
-      SkylineSearch search(problem, members, order, focus, pass / 2, pass % 2 == 1);
+      // Attempt k runs strategy k mod 36; each later pass over the list is
+      // seeded differently.
+      const Strategy& st = kStrategies[attempt % kStrategies.size()];
+      const uint64_t pass = attempt / kStrategies.size();
+      SkylineSearch search(problem, members, st.order, st.focus, pass, st.mirrored, st.preference);
       search.share_failures(&failed);
       SearchBudget budget;
       budget.deadline = options.deadline;

@@ -54,8 +54,8 @@ uint64_t placed_key(int buffer) { return mix(static_cast<uint64_t>(buffer) ^ 0x9
 }  // namespace
 
 SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order,
-                             Focus focus, uint64_t seed, bool mirror)
-    : focus_(focus), seed_(seed) {
+                             Focus focus, uint64_t seed, bool mirror, Preference preference)
+    : focus_(focus), seed_(seed), preference_(preference) {
   const auto& b = problem.buffers;
   const Sections sections(problem, members);
   sections_ = sections.count();
@@ -289,12 +289,16 @@ SearchStatus SkylineSearch::dfs() {
 
   const size_t mark = trail_.size();
   // Try first the buffers that leave the skyline flattest: flush with the
-  // floors beside them, filling the valley wall to wall.
+  // floors beside them, filling the valley wall to wall (or by rank alone).
   auto& order = scratch_[static_cast<size_t>(depth_)];
   order.clear();
   for (int k : covering_[static_cast<size_t>(lowest)]) {
     if (!fits_here(k)) continue;
     const Item& it = items_[static_cast<size_t>(k)];
+    if (preference_ == Preference::Ranked) {
+      order.push_back({0, it.rank, k});
+      continue;
+    }
     const int64_t top = h + it.size;
     int score = 0;
     for (const int side : {it.first_section - 1, it.end_section}) {

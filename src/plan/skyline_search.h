@@ -37,6 +37,12 @@ class FailedStates {
 // How ties among candidates are broken: which buffer is tried first.
 enum class RankOrder { Area, Lifetime, Size };
 
+// Which buffer is tried first at the chosen point.
+enum class Preference {
+  Flattest,  // the one leaving the skyline flattest (flush with its neighbours), then by rank
+  Ranked,    // by rank alone
+};
+
 // Which section at the lowest level is decided first.
 enum class Focus {
   FewestWays,  // the fewest buffers (or leaving it empty) that can fill its floor
@@ -54,7 +60,7 @@ class SkylineSearch {
   // restarts explore different trees; seed 0 keeps the plain order.
   // `mirror` runs time backwards (the same plans, found in another order).
   SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order, Focus focus,
-                uint64_t seed = 0, bool mirror = false);
+                uint64_t seed = 0, bool mirror = false, Preference preference = Preference::Flattest);
 
   // Shares failures with other searches of the same members and capacity.
   void share_failures(FailedStates* failed) { failed_ = failed; }
@@ -77,6 +83,7 @@ class SkylineSearch {
 
   Focus focus_;
   uint64_t seed_;
+  Preference preference_;
   FailedStates* failed_ = nullptr;
   std::vector<uint64_t> section_key_;  // per section: the same key whichever way time runs
   uint64_t hash_ = 0;                  // of the current state
