@@ -31,7 +31,7 @@ bench: build
 # libFuzzer needs clang; see README "Fuzzing".
 fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DGPUMEM_FUZZ=ON -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_BUILD_BENCH=OFF
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader fuzz_plan_csv
 
 clean:
 	rm -rf $(BUILD_DIR) build-fuzz $(BUILD_DIR).configure.log

@@ -6,9 +6,11 @@ damaged ones. Needs onnx (1.12). Run from anywhere:
 
     /usr/bin/python3 fuzz/make_seeds.py [OUT_DIR]
 
-OUT_DIR defaults to fuzz/corpus/onnx_loader next to this script. The corpus
-the fuzzer grew from these seeds is kept there too (minimised with -merge=1),
-so rerunning this only rewrites the seed_* files.
+OUT_DIR defaults to fuzz/corpus/onnx_loader next to this script. It also
+writes regress_* files: the smallest input found for each bug fuzzing turned
+up, so that the corpus replay keeps them fixed. The inputs the fuzzer itself
+added (a set-cover merge of its grown corpus, named by content hash) sit in
+the same folder; rerunning this script rewrites only seed_* and regress_*.
 """
 import os
 import sys
@@ -324,6 +326,146 @@ def big_fold_limits():
     return model(g)
 
 
+# ---------------------------------------------------------------------------
+# Regression inputs: each reproduced a crash, an undefined behaviour report, a
+# hang or a memory blow-up before the fix noted with it (see the fuzzing
+# report). Kept in the corpus so the replay test runs them on every build.
+
+def fnv1a(data):
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def with_batch(m):
+    """Serialises `m`, varying producer_version until fuzz_onnx_loader's hash
+    picks --batch 2 for it."""
+    for k in range(1000):
+        m.producer_version = str(k)
+        data = m.SerializeToString()
+        h = fnv1a(data)
+        if h & 1 and (h & 6) != 6:
+            return data
+    raise RuntimeError("no variant selects --batch 2")
+
+
+def one_node(op, inputs, outputs, attrs=None, opset=13, domain="", inits=(), graph_inputs=(), nodes_before=()):
+    node = H.make_node(op, inputs, outputs, domain=domain, **(attrs or {}))
+    g = H.make_graph(list(nodes_before) + [node], op.lower(), list(graph_inputs),
+                     [H.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs if o], list(inits))
+    extra = [domain] if domain else []
+    if any(n.domain == "x.custom" for n in nodes_before):
+        extra.append("x.custom")
+    return model(g, opset=opset, domains=extra)
+
+
+def untyped(*names):
+    """Nodes of an op without a schema: their outputs have no type."""
+    return [H.make_node("Unknown", [], [n], domain="x.custom") for n in names]
+
+
+def f32_in(name, dims):
+    return H.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+
+
+def regressions():
+    r = {}
+    # constant_folding.cpp
+    r["identity_empty_input"] = one_node("Identity", [""], ["y"])
+    r["add_empty_input"] = one_node("Add", ["a", ""], ["y"], inits=[i64("a", [1])])
+    cos = H.make_node("ConstantOfShape", ["shp"], ["z"])
+    r["gather_zero_size_huge_outer"] = one_node(
+        "Gather", ["z", "idx"], ["y"], {"axis": 1}, inits=[i64("shp", [1 << 62, 0]), i64("zero1", [0])],
+        nodes_before=[cos, H.make_node("ConstantOfShape", ["zero1"], ["idx"],
+                                       value=H.make_tensor("v", TensorProto.INT64, [1], [0]))])
+    r["concat_dim_overflow"] = one_node("Concat", ["z", "z"], ["y"], {"axis": 1}, inits=[i64("shp", [0, 1 << 62])],
+                                        nodes_before=[cos])
+    r["reshape_known_overflow"] = one_node(
+        "Reshape", ["z", "shp"], ["y"], {"allowzero": 1}, inits=[i64("zero1", [0]), i64("shp", [1 << 40, 1 << 40, 0])],
+        nodes_before=[H.make_node("ConstantOfShape", ["zero1"], ["z"])])
+    slice_in = [i64("d", [1, 2, 3, 4, 5]), i64("ax", [0])]
+    r["slice_step_overflow"] = one_node("Slice", ["d", "s", "e", "ax", "st"], ["y"],
+                                        inits=slice_in + [i64("s", [0]), i64("e", [5]), i64("st", [2**63 - 1])])
+    r["slice_neg_step_overflow"] = one_node("Slice", ["d", "s", "e", "ax", "st"], ["y"],
+                                            inits=slice_in + [i64("s", [4]), i64("e", [0]), i64("st", [-2**63])])
+    f = lambda n, v: numpy_helper.from_array(np.array(v, dtype=np.float32), n)  # noqa: E731
+    r["neg_float_huge"] = one_node("Neg", ["f"], ["y"], inits=[f("f", [1e30])])
+    r["div_float_by_zero"] = one_node("Div", ["f", "z"], ["y"], inits=[f("f", [1.0]), f("z", [0.0])])
+    r["not_float"] = one_node("Not", ["f"], ["y"], inits=[f("f", [0.0, 2.0])])
+    r["mul_float_out_of_range"] = one_node("Mul", ["f", "f"], ["y"], inits=[f("f", [3e38])])
+    r["reducesum_int_overflow"] = one_node("ReduceSum", ["a"], ["y"], {"keepdims": 0}, opset=11,
+                                           inits=[i64("a", [2**63 - 1, 1])])
+    r["neg_int_min"] = one_node("Neg", ["a"], ["y"], inits=[i64("a", [-2**63])])
+    r["range_int_overflow"] = one_node("Range", ["s", "l", "d"], ["y"],
+                                       inits=[i64("s", -9 * 10**18, []), i64("l", 9 * 10**18, []),
+                                              i64("d", 1 << 60, [])])
+    r["unsqueeze_rank_blowup"] = one_node(
+        "Add", ["u", "u"], ["y"], inits=[i64("zero", 0, []), i64("one", 1, []), i64("n", 65536, []),
+                                         i64("m", 20001, [])],
+        nodes_before=[H.make_node("Range", ["zero", "n", "one"], ["r"]),
+                      H.make_node("Range", ["one", "m", "one"], ["axes"]),
+                      H.make_node("Unsqueeze", ["r", "axes"], ["u"])])
+    # graph_builder.cpp
+    unnamed = i64("", [1])
+    r["unnamed_initializer"] = one_node("Identity", ["x"], ["y"], graph_inputs=[f32_in("x", [1])], inits=[unnamed])
+    r["live_bytes_overflow"] = one_node("Identity", ["x0"], ["y"],
+                                        graph_inputs=[f32_in(f"x{i}", [1 << 57]) for i in range(16)])
+    # onnx_loader.cpp: --batch made inputs of unknown rank scalars (then GRU-3's
+    # inference indexed their dims).
+    r["batch_shapeless_gru"] = with_batch(one_node("GRU", ["x", "w", "r"], ["y"], opset=3,
+                                                   graph_inputs=[f32_in(n, None) for n in "xwr"]))
+    # shape_inference.cpp: ONNX 1.12 inference functions that crash or hang.
+    conv_x, conv_w = f32_in("x", [1, 2, 9]), f32_in("w", [4, 2, 1, 1])
+    r["conv_weight_rank"] = one_node("Conv", ["x", "w"], ["y"], opset=9, graph_inputs=[conv_x, conv_w])
+    then_g = H.make_graph([H.make_node("Conv", ["x", "w"], ["t"])], "then", [], [f32_in("t", None)])
+    else_g = H.make_graph([H.make_node("Identity", ["x"], ["e"])], "else", [], [f32_in("e", None)])
+    r["conv_weight_rank_in_if"] = one_node("If", ["c"], ["y"], {"then_branch": then_g, "else_branch": else_g},
+                                           graph_inputs=[f32_in("x", [1, 2, 9]), f32_in("w", [4, 2, 1, 1]),
+                                                         H.make_tensor_value_info("c", TensorProto.BOOL, [])])
+    x4, w4 = f32_in("x", [1, 2, 5, 5]), f32_in("w", [4, 2, 1, 1])
+    r["conv_zero_stride"] = one_node("Conv", ["x", "w"], ["y"], {"strides": [0, 0]}, graph_inputs=[x4, w4])
+    r["conv_transpose_weight_rank"] = one_node("ConvTranspose", ["x", "w"], ["y"],
+                                               graph_inputs=[x4, f32_in("w", [4])])
+    r["maxpool_auto_pad_huge"] = one_node("MaxPool", ["x"], ["y"], {"kernel_shape": [1, 1], "strides": [2, 2],
+                                                                     "auto_pad": "SAME_UPPER"},
+                                          graph_inputs=[f32_in("x", [1, 2, 1 << 60, 5])])
+    body = H.make_graph([H.make_node("Identity", ["s"], ["s2"])], "body", [f32_in("s", [2])], [f32_in("s2", [2])])
+    r["scan_no_num_scan_inputs"] = one_node("Scan", ["s0"], ["s"], {"body": body},
+                                            graph_inputs=[f32_in("s0", [2])])
+    # A shape value of 2^40 entries, declared on a node output so that --batch
+    # (which rewrites graph inputs) leaves it alone.
+    long_shape = [H.make_node("Unknown", [], ["shape"], domain="x.custom")]
+    long_shape_vi = H.make_tensor_value_info("shape", TensorProto.INT64, [1 << 40])
+    r["constant_of_shape_long_shape"] = one_node("ConstantOfShape", ["shape"], ["y"], nodes_before=long_shape)
+    r["constant_of_shape_long_shape"].graph.value_info.append(long_shape_vi)
+    r["expand_long_shape"] = one_node("Expand", ["x", "shape"], ["y"], graph_inputs=[f32_in("x", [1])],
+                                      nodes_before=long_shape)
+    r["expand_long_shape"].graph.value_info.append(long_shape_vi)
+    r["depth_to_space_blocksize"] = one_node("DepthToSpace", ["x"], ["y"], {"blocksize": 1 << 40}, opset=1,
+                                             graph_inputs=[x4])
+    r["gemm6_rank1"] = one_node("Gemm", ["a", "b", "c"], ["y"], opset=6,
+                                graph_inputs=[f32_in("a", [2]), f32_in("b", [2]), f32_in("c", [2])])
+    r["lstm1_scalar"] = one_node("LSTM", ["x", "w", "r"], ["y"], opset=1,
+                                 graph_inputs=[f32_in(n, []) for n in "xwr"])
+    r["layer_norm_shapeless"] = one_node("LayerNormalization", ["x", "s"], ["y", "m", "v"], opset=17,
+                                         graph_inputs=[f32_in("x", None), f32_in("s", None)])
+    r["stft_scalar"] = one_node("STFT", ["x", "step"], ["y"], opset=17,
+                                graph_inputs=[f32_in("x", []), H.make_tensor_value_info("step", TensorProto.INT64, [])])
+    r["eyelike_untyped"] = one_node("EyeLike", ["x"], ["y"], {"dtype": TensorProto.FLOAT}, opset=9,
+                                    nodes_before=untyped("x"))
+    for op, attrs in (("CategoryMapper", {}), ("DictVectorizer", {"int64_vocabulary": [1, 2]}),
+                      ("LabelEncoder", {})):
+        r[f"ml_{op.lower()}_untyped"] = one_node(op, ["x"], ["y"], attrs, domain="ai.onnx.ml",
+                                                  nodes_before=untyped("x"))
+    # A 64+ axis input through a chain of nodes: inference used to copy every
+    # axis into every value (quadratic; 5 GB for a 42 KB file).
+    relus = [H.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(30)]
+    g = H.make_graph(relus, "rank_blowup", [f32_in("t0", [1] * 300)], [f32_in("t30", None)])
+    r["rank_blowup"] = model(g)
+    return r
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     seeds = {
@@ -356,8 +498,13 @@ def main():
     g.input.extend([H.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
                     H.make_tensor_value_info("c", TensorProto.BOOL, [])])
     save("deep_if.onnx", model(g))
+    for name, m in regressions().items():
+        data = m if isinstance(m, bytes) else m.SerializeToString()
+        assert len(data) < 4096, (name, len(data))
+        with open(os.path.join(OUT, "regress_" + name + ".onnx"), "wb") as f:
+            f.write(data)
     for name in sorted(os.listdir(OUT)):
-        if name.startswith("seed_"):
+        if name.startswith(("seed_", "regress_")):
             print(name, os.path.getsize(os.path.join(OUT, name)))
 
 

@@ -68,11 +68,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: cannot read\n", file.c_str());
       return 2;
     }
+    // Named before it runs, so a crash's last line says which input did it.
+    std::printf("%s (%zu bytes): ", file.c_str(), bytes.size());
+    std::fflush(stdout);
     const auto start = std::chrono::steady_clock::now();
     LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s: ok (%zu bytes, %lld ms)\n", file.c_str(), bytes.size(), static_cast<long long>(ms));
+    std::printf("ok, %lld ms\n", static_cast<long long>(ms));
   }
   std::printf("replayed %zu inputs\n", files.size());
   return 0;

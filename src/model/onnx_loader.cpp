@@ -106,7 +106,10 @@ void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const 
     std::set<std::string> initializers;
     for (const auto& init : graph.initializer()) initializers.insert(init.name());
     for (auto& in : *graph.mutable_input()) {
-      if (initializers.count(in.name()) || !in.type().has_tensor_type()) continue;
+      // An input of unknown rank stays so: mutable_shape() would make it a scalar.
+      if (initializers.count(in.name()) || !in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) {
+        continue;
+      }
       auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
       if (shape->dim_size() > 0) shape->mutable_dim(0)->set_dim_value(*options.batch);
     }

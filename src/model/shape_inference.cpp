@@ -1,13 +1,16 @@
 #include "model/shape_inference.h"
 
+#include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <set>
 
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include "model/constant_folding.h"
+#include "model/guarded_schemas.h"
 #include "model/tensor_value.h"
 
 namespace gpumem::detail {
@@ -93,7 +96,7 @@ class Engine {
     if (!opsets_.count("")) opsets_[""] = 1;
     graph_ctx_ = std::make_unique<onnx::shape_inference::GraphInferenceContext>(
         type_ptrs_, opsets_, &symbols_, onnx::shape_inference::ModelLocalFunctionsMap{},
-        onnx::OpSchemaRegistry::Instance(), nullptr, static_cast<int>(model.ir_version()));
+        guarded_schemas(), nullptr, static_cast<int>(model.ir_version()));
   }
 
   ShapeInferenceOutput run() {
@@ -153,7 +156,7 @@ class Engine {
     }
 
     std::vector<onnx::TypeProto> inferred(static_cast<size_t>(node.output_size()));
-    const auto* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain);
+    const auto* schema = guarded_schemas()->GetSchema(node.op_type(), opset, domain);
     if (!schema) {
       unknown_ops_.insert((domain.empty() ? std::string() : domain + "::") + node.op_type());
     } else if (schema->has_type_and_shape_inference_function()) {
