@@ -5,7 +5,9 @@
 
 namespace gpumem::plan::detail {
 
-ConflictGraph::ConflictGraph(const Problem& problem) {
+ConflictGraph::ConflictGraph(const Problem& problem) : ConflictGraph(problem, {}) {}
+
+ConflictGraph::ConflictGraph(const Problem& problem, const std::vector<int>& order) {
   const auto& b = problem.buffers;
   const size_t n = b.size();
   std::vector<int> by_lower(n);
@@ -34,8 +36,21 @@ ConflictGraph::ConflictGraph(const Problem& problem) {
       active.push_back(i);
     }
   };
+  // Undirected without an order; else only at the later-placed endpoint.
+  std::vector<int> position;
+  if (!order.empty()) {
+    position.assign(n, 0);
+    for (size_t k = 0; k < order.size(); ++k) position[static_cast<size_t>(order[k])] = static_cast<int>(k);
+  }
+  auto later_first = [&](int i, int j) {
+    return position[static_cast<size_t>(i)] > position[static_cast<size_t>(j)] ? std::pair(i, j) : std::pair(j, i);
+  };
   starts_.assign(n + 1, 0);
   sweep([&](int i, int j) {
+    if (!position.empty()) {
+      ++starts_[static_cast<size_t>(later_first(i, j).first) + 1];
+      return;
+    }
     ++starts_[static_cast<size_t>(i) + 1];
     ++starts_[static_cast<size_t>(j) + 1];
   });
@@ -43,6 +58,11 @@ ConflictGraph::ConflictGraph(const Problem& problem) {
   targets_.resize(starts_[n]);
   std::vector<size_t> fill(starts_.begin(), starts_.end() - 1);
   sweep([&](int i, int j) {
+    if (!position.empty()) {
+      const auto [later, earlier] = later_first(i, j);
+      targets_[fill[static_cast<size_t>(later)]++] = earlier;
+      return;
+    }
     targets_[fill[static_cast<size_t>(i)]++] = j;
     targets_[fill[static_cast<size_t>(j)]++] = i;
   });

@@ -14,6 +14,10 @@ namespace gpumem::plan::detail {
 class ConflictGraph {
  public:
   explicit ConflictGraph(const Problem& problem);
+  // Directed: each pair kept only at the buffer placed later by `order`
+  // (buffer indices, first placed first). A greedy pass in that order then
+  // sees exactly the neighbours already placed, at half the memory.
+  ConflictGraph(const Problem& problem, const std::vector<int>& order);
   std::span<const int> neighbors(size_t buffer) const {
     return {targets_.data() + starts_[buffer], targets_.data() + starts_[buffer + 1]};
   }

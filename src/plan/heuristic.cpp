@@ -62,7 +62,19 @@ Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const Co
   return plan;
 }
 
-std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictGraph& conflicts, size_t count) {
+std::vector<int> size_order(const Problem& problem) {
+  const auto& b = problem.buffers;
+  std::vector<int> order(b.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    const auto& bx = b[static_cast<size_t>(x)];
+    const auto& by = b[static_cast<size_t>(y)];
+    return bx.size != by.size ? bx.size > by.size : (bx.upper - bx.lower) > (by.upper - by.lower);
+  });
+  return order;
+}
+
+std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictGraph& conflicts) {
   const auto& b = problem.buffers;
   const size_t n = b.size();
   auto life = [&](size_t i) { return b[i].upper - b[i].lower; };
@@ -75,10 +87,7 @@ std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictG
     return order;
   };
   std::vector<NamedOrder> orders;
-  orders.push_back({"size", sorted([&](size_t x, size_t y) {
-                      return b[x].size != b[y].size ? b[x].size > b[y].size : life(x) > life(y);
-                    })});
-  if (count <= 1) return orders;
+  orders.push_back({"size", size_order(problem)});
   orders.push_back({"lifetime", sorted([&](size_t x, size_t y) {
                       return life(x) != life(y) ? life(x) > life(y) : b[x].size > b[y].size;
                     })});
@@ -99,16 +108,23 @@ std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictG
   return orders;
 }
 
-HeuristicResult best_heuristic(const Problem& problem, const ConflictGraph& conflicts) {
+HeuristicResult best_heuristic(const Problem& problem) {
   // Every variant costs a pass over all conflicting pairs. On large inputs
   // run only the one that wins most often on real graphs (size-descending
-  // best-fit, TFLite's); the exact search refines it where a gap remains.
-  const bool large = problem.buffers.size() > kAllVariantsUpTo;
+  // best-fit, TFLite's), over a directed graph that holds just the pairs it
+  // needs; the exact search refines it where a gap remains.
+  const bool pinned = std::any_of(problem.buffers.begin(), problem.buffers.end(),
+                                  [](const Buffer& b) { return b.fixed_offset.has_value(); });
+  if (problem.buffers.size() > kAllVariantsUpTo && !pinned) {
+    const std::vector<int> order = size_order(problem);
+    const ConflictGraph earlier(problem, order);
+    return {greedy_plan(problem, order, earlier, GapRule::BestFit), "size/best-fit"};
+  }
+  const ConflictGraph conflicts(problem);
   HeuristicResult best;
   bool have = false;
-  for (const auto& order : heuristic_orders(problem, conflicts, large ? 1 : 4)) {
+  for (const auto& order : heuristic_orders(problem, conflicts)) {
     for (GapRule rule : {GapRule::BestFit, GapRule::FirstFit}) {
-      if (large && rule == GapRule::FirstFit) continue;
       Plan p = greedy_plan(problem, order.order, conflicts, rule);
       if (!have || p.arena < best.plan.arena) {
         best.plan = std::move(p);
@@ -123,8 +139,6 @@ HeuristicResult best_heuristic(const Problem& problem, const ConflictGraph& conf
 
 }  // namespace detail
 
-HeuristicResult best_heuristic(const Problem& problem) {
-  return detail::best_heuristic(problem, detail::ConflictGraph(problem));
-}
+HeuristicResult best_heuristic(const Problem& problem) { return detail::best_heuristic(problem); }
 
 }  // namespace gpumem::plan

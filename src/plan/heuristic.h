@@ -18,9 +18,11 @@ struct NamedOrder {
   std::vector<int> order;  // buffer indices, placed first to last
 };
 
-// Size-descending, lifetime-descending, area-descending and
-// conflict-bytes-descending orders; the first `count` of them.
-std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictGraph& conflicts, size_t count = 4);
+// Size-descending (ties: longer lifetime first).
+std::vector<int> size_order(const Problem& problem);
+
+// Size-, lifetime-, area- and conflict-bytes-descending orders.
+std::vector<NamedOrder> heuristic_orders(const Problem& problem, const ConflictGraph& conflicts);
 
 // Above this many buffers only size-descending best-fit runs.
 inline constexpr size_t kAllVariantsUpTo = 2048;
@@ -28,6 +30,8 @@ inline constexpr size_t kAllVariantsUpTo = 2048;
 Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const ConflictGraph& conflicts,
                  GapRule rule);
 
-HeuristicResult best_heuristic(const Problem& problem, const ConflictGraph& conflicts);
+// All variants, keeping the best; over kAllVariantsUpTo buffers (and none
+// pinned) size-descending best-fit alone.
+HeuristicResult best_heuristic(const Problem& problem);
 
 }  // namespace gpumem::plan::detail

@@ -81,8 +81,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   SolveResult result;
   result.lower_bound = lower_bound(problem);
   const int64_t g = granularity(problem);
-  const detail::ConflictGraph conflicts(problem);
-  auto heuristic = detail::best_heuristic(problem, conflicts);
+  auto heuristic = detail::best_heuristic(problem);
   result.plan = std::move(heuristic.plan);
   result.solver = "heuristic:" + heuristic.order;
   result.proven_bound = result.lower_bound;
