@@ -66,10 +66,13 @@ std::vector<int> size_order(const Problem& problem) {
   const auto& b = problem.buffers;
   std::vector<int> order(b.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+  // A full tie-break (index last) makes the plain sort deterministic.
+  std::sort(order.begin(), order.end(), [&](int x, int y) {
     const auto& bx = b[static_cast<size_t>(x)];
     const auto& by = b[static_cast<size_t>(y)];
-    return bx.size != by.size ? bx.size > by.size : (bx.upper - bx.lower) > (by.upper - by.lower);
+    if (bx.size != by.size) return bx.size > by.size;
+    if (bx.upper - bx.lower != by.upper - by.lower) return bx.upper - bx.lower > by.upper - by.lower;
+    return x < y;
   });
   return order;
 }
