@@ -1,7 +1,7 @@
 #include "gpumem/plan/planner.h"
 
 #include <algorithm>
-#include <chrono>
+#include <cctype>
 
 #include <fmt/format.h>
 
