@@ -34,7 +34,8 @@ Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const Co
       const int64_t at = offset[static_cast<size_t>(j)];
       if (at >= 0) taken.emplace_back(at, at + size[static_cast<size_t>(j)]);
     }
-    std::sort(taken.begin(), taken.end());
+    // By start alone: the scan below keeps the furthest end seen.
+    std::sort(taken.begin(), taken.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     int64_t best = -1;
     int64_t best_gap = std::numeric_limits<int64_t>::max();
     int64_t cursor = 0;
