@@ -117,6 +117,7 @@ HeuristicResult best_heuristic(const Problem& problem) {
   // run only the one that wins most often on real graphs (size-descending
   // best-fit, TFLite's), over a directed graph that holds just the pairs it
   // needs; the exact search refines it where a gap remains.
+  if (conflicting_pairs(problem) > kMaxConflictPairs) return {sweep_fit_plan(problem), "sweep/best-fit"};
   const bool pinned = std::any_of(problem.buffers.begin(), problem.buffers.end(),
                                   [](const Buffer& b) { return b.fixed_offset.has_value(); });
   if (problem.buffers.size() > kAllVariantsUpTo && !pinned) {

@@ -30,6 +30,17 @@ inline constexpr size_t kAllVariantsUpTo = 2048;
 Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const ConflictGraph& conflicts,
                  GapRule rule);
 
+// Beyond this many conflicting pairs the conflict graph is not built (it
+// would take gigabytes): sweep_fit_plan() places the buffers instead.
+inline constexpr uint64_t kMaxConflictPairs = 50'000'000;
+
+// How many pairs of buffers overlap in time, in O(n log n).
+uint64_t conflicting_pairs(const Problem& problem);
+
+// Buffers placed in order of birth, each in the best-fitting free gap, gaps
+// merged at deaths: what a best-fit allocator would do at run time.
+Plan sweep_fit_plan(const Problem& problem);
+
 // All variants, keeping the best; over kAllVariantsUpTo buffers (and none
 // pinned) size-descending best-fit alone.
 HeuristicResult best_heuristic(const Problem& problem);

@@ -10,6 +10,7 @@
 #include "gpumem/plan/solver.h"
 #include "gpumem/plan/validate.h"
 #include "plan/conflicts.h"
+#include "plan/heuristic.h"
 #include "plan/plan_instances.h"
 
 namespace gpumem::plan {
@@ -167,6 +168,48 @@ TEST(Solver, ALimitLeavesAValidPlanAndReportsTheGap) {
     EXPECT_EQ(r.gap_bytes, r.plan.arena - r.proven_bound);
     EXPECT_GT(r.gap_bytes, 0);
   }
+}
+
+TEST(SweepFit, CountsConflictingPairsExactly) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const Problem p = test::random_problem(rng, 1 + static_cast<int>(rng() % 40), 30, 10);
+    uint64_t brute = 0;
+    for (size_t i = 0; i < p.buffers.size(); ++i) {
+      for (size_t j = i + 1; j < p.buffers.size(); ++j) brute += p.buffers[i].overlaps_in_time(p.buffers[j]);
+    }
+    ASSERT_EQ(detail::conflicting_pairs(p), brute) << "trial " << trial;
+  }
+}
+
+TEST(SweepFit, PlansAreValidWithAlignmentAndPinnedBuffers) {
+  std::mt19937_64 rng(8);
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p = test::random_problem(rng, 1 + static_cast<int>(rng() % 60), 40, 100);
+    for (auto& b : p.buffers) b.alignment = int64_t{1} << (rng() % 4);
+    if (trial % 3 == 0) {
+      p.buffers[0].alignment = 1;
+      p.buffers[0].fixed_offset = static_cast<int64_t>(rng() % 64);
+    }
+    const Plan plan = detail::sweep_fit_plan(p);
+    ASSERT_FALSE(validate(p, plan.offsets)) << "trial " << trial;
+    EXPECT_GE(plan.arena, lower_bound(p));
+  }
+}
+
+// 200,000 buffers alive at once would be 2e10 conflicting pairs: the graph
+// is never built, and the sweep packs them back to back, optimally.
+TEST(SweepFit, TakesOverWhenPairsAreTooManyToList) {
+  Problem p;
+  for (int i = 0; i < 200000; ++i) p.buffers.push_back({std::to_string(i), 0, 10 + i % 7, 256, 1, {}});
+  EXPECT_GT(detail::conflicting_pairs(p), detail::kMaxConflictPairs);
+  SolveOptions o;
+  o.time_limit_seconds = 1;
+  const SolveResult r = solve(p, o);
+  EXPECT_EQ(r.solver, "heuristic:sweep/best-fit");
+  EXPECT_FALSE(validate(p, r.plan.offsets));
+  EXPECT_EQ(r.plan.arena, 200000 * 256);
+  EXPECT_TRUE(r.optimal);
 }
 
 }  // namespace
