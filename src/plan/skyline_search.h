@@ -20,11 +20,16 @@ namespace gpumem::plan::detail {
 class FailedStates {
  public:
   explicit FailedStates(int log2_slots = 21) : slots_(size_t{1} << log2_slots), mask_((size_t{1} << log2_slots) - 1) {}
+  // Two different states could share a hash: with 64 bits and at most a
+  // few million states a search, the chance is about 2^-20 and accepted.
+  // 0 marks an empty slot, so hashes have their low bit set.
   bool contains(uint64_t h) const {
+    h |= 1;
     return slots_[h & mask_].load(std::memory_order_relaxed) == h ||
            slots_[(h >> 32) & mask_].load(std::memory_order_relaxed) == h;
   }
   void insert(uint64_t h) {
+    h |= 1;
     auto& first = slots_[h & mask_];
     (first.load(std::memory_order_relaxed) == 0 ? first : slots_[(h >> 32) & mask_]).store(h, std::memory_order_relaxed);
   }

@@ -85,6 +85,17 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   result.plan = std::move(heuristic.plan);
   result.solver = "heuristic:" + heuristic.order;
   result.proven_bound = result.lower_bound;
+  // A buffer of no lifetime collides with nothing: offset 0 (unless pinned)
+  // is best, and the arena is at least its size.
+  bool moved = false;
+  for (size_t i = 0; i < problem.buffers.size(); ++i) {
+    const Buffer& b = problem.buffers[i];
+    if (b.fixed_offset || (b.upper > b.lower && b.size > 0)) continue;
+    moved = moved || result.plan.offsets[i] != 0;
+    result.plan.offsets[i] = 0;
+    if (b.upper <= b.lower) result.proven_bound = std::max(result.proven_bound, b.size);
+  }
+  if (moved) result.plan.arena = arena_size(problem, result.plan.offsets);
 
   const auto finish = [&]() {
     result.optimal = result.plan.arena <= result.proven_bound;
@@ -104,6 +115,14 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   // Exact search, partition by partition: the arena is the largest of theirs.
   std::vector<Partition> parts;
   for (auto& members : detail::time_partitions(problem)) {
+    // Buffers of no size or no lifetime never collide: they keep their
+    // heuristic offsets and stay out of the searches, which could not place
+    // them (they cover no section) and would take that for infeasibility.
+    std::erase_if(members, [&](int i) {
+      const Buffer& b = problem.buffers[static_cast<size_t>(i)];
+      return b.size <= 0 || b.upper <= b.lower;
+    });
+    if (members.empty()) continue;
     Partition part;
     part.arena = partition_arena(problem, members, result.plan.offsets);
     part.proven = round_up(partition_lower_bound(problem, members), g);
@@ -142,23 +161,26 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
         break;
       }
       detail::SearchStatus status;
-      if (general[p]) {
+      if (options.node_limit != 0 && budget.nodes >= options.node_limit) {
+        status = detail::SearchStatus::Limit;  // the node budget is spent (0 below would mean "no limit")
+      } else if (general[p]) {
         status = general[p]->find(target, budget, offsets);
       } else {
         detail::PortfolioOptions portfolio;
         portfolio.deadline = budget.deadline;
         portfolio.threads = options.threads;
-        if (options.node_limit != 0) portfolio.node_limit = options.node_limit - std::min(options.node_limit, budget.nodes);
+        if (options.node_limit != 0) portfolio.node_limit = options.node_limit - budget.nodes;
         status = detail::portfolio_find(problem, parts[p].members, target, portfolio, offsets, budget.nodes);
-        if (options.node_limit != 0 && budget.nodes >= options.node_limit && status == detail::SearchStatus::Limit) {
-          status = detail::SearchStatus::Limit;
-        }
       }
       if (status == detail::SearchStatus::Found) {
         parts[p].arena = partition_arena(problem, parts[p].members, offsets);
         improved = true;
       } else {
-        if (status == detail::SearchStatus::Infeasible) parts[p].proven = target + g;
+        // Arenas of canonical plans are multiples of g: none fits `target`,
+        // so none is below the next multiple of g above it.
+        if (status == detail::SearchStatus::Infeasible) {
+          parts[p].proven = std::max(parts[p].proven, round_up(target + 1, g));
+        }
         overall = status;
         break;
       }

@@ -170,6 +170,35 @@ TEST(Solver, ALimitLeavesAValidPlanAndReportsTheGap) {
   }
 }
 
+// A buffer of no lifetime (or no size) collides with nothing; it must not
+// make the search believe smaller arenas impossible.
+TEST(Solver, EmptyLifetimesAndSizesDoNotFakeAProof) {
+  std::mt19937_64 rng(9);
+  for (int trial = 0; trial < 100; ++trial) {
+    Problem p = test::random_problem(rng, 2 + static_cast<int>(rng() % 6), 15, 8);
+    p.buffers.push_back({"empty", 5, 5, 3, 1, {}});
+    p.buffers.push_back({"zero", 2, 9, 0, 1, {}});
+    const SolveResult r = solve(p, exact(2));
+    ASSERT_FALSE(validate(p, r.plan.offsets)) << "trial " << trial;
+    ASSERT_TRUE(r.optimal) << "trial " << trial;
+    ASSERT_EQ(r.plan.arena, brute_force(p)) << "trial " << trial;
+  }
+}
+
+TEST(Solver, TheNodeLimitHolds) {
+  std::mt19937_64 rng(10);
+  for (int trial = 0; trial < 20; ++trial) {
+    const Problem p = test::random_problem(rng, 60, 40, 1000);
+    SolveOptions o;
+    o.node_limit = 10;
+    o.time_limit_seconds = 5;
+    const SolveResult r = solve(p, o);
+    EXPECT_FALSE(validate(p, r.plan.offsets));
+    // Each search may finish the 256-node stretch between its checks.
+    EXPECT_LE(r.nodes, 10u + 4 * 256) << "trial " << trial;
+  }
+}
+
 TEST(SweepFit, CountsConflictingPairsExactly) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 200; ++trial) {

@@ -21,8 +21,11 @@ struct Buffer {
   int64_t alignment = 1;               // the offset must be a multiple of this
   std::optional<int64_t> fixed_offset;  // pinned by the caller
 
-  // Two buffers conflict when their lifetimes intersect.
-  bool overlaps_in_time(const Buffer& o) const { return lower < o.upper && o.lower < upper; }
+  // Two buffers conflict when their lifetimes intersect (an empty lifetime
+  // intersects nothing).
+  bool overlaps_in_time(const Buffer& o) const {
+    return lower < upper && o.lower < o.upper && lower < o.upper && o.lower < upper;
+  }
 };
 
 struct Problem {
