@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <unordered_map>
 
 #include "plan/conflicts.h"
 
@@ -117,14 +118,20 @@ SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& mem
       covering_[static_cast<size_t>(s)].push_back(static_cast<int>(k));
     }
   }
+  // Who conflicts with whom: the same sweep the heuristics use, over the
+  // members, then renumbered from member positions to items.
+  Problem sub;
+  sub.buffers.reserve(members.size());
+  for (int i : members) sub.buffers.push_back(b[static_cast<size_t>(i)]);
+  const ConflictGraph graph(sub);
+  std::unordered_map<int, size_t> position;  // problem index -> member position
+  for (size_t pos = 0; pos < members.size(); ++pos) position.emplace(members[pos], pos);
+  std::vector<int> item_at(members.size());
+  for (size_t k = 0; k < items_.size(); ++k) item_at[position.at(items_[k].index)] = static_cast<int>(k);
   conflicts_.assign(items_.size(), {});
-  for (size_t x = 0; x < items_.size(); ++x) {
-    for (size_t y = x + 1; y < items_.size(); ++y) {
-      if (items_[x].first_section < items_[y].end_section && items_[y].first_section < items_[x].end_section) {
-        conflicts_[x].push_back(static_cast<int>(y));
-        conflicts_[y].push_back(static_cast<int>(x));
-      }
-    }
+  for (size_t pos = 0; pos < members.size(); ++pos) {
+    auto& list = conflicts_[static_cast<size_t>(item_at[pos])];
+    for (int other : graph.neighbors(pos)) list.push_back(item_at[static_cast<size_t>(other)]);
   }
 }
 
