@@ -1,0 +1,78 @@
+#pragma once
+// The caching allocator's settings and the configuration string that sets
+// them (GPUMEM_ALLOC_CONF), shaped like PYTORCH_CUDA_ALLOC_CONF:
+// "key:value,key:value". Sizes in keys ending in _mb are MiB.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace gpumem::alloc {
+
+struct AllocatorConfig {
+  // Requests are rounded up to a multiple of this (and to at least this);
+  // a power of two, at least 512.
+  std::size_t round_bytes = 512;
+  // Requests up to this size come from the small pool.
+  std::size_t small_size = std::size_t{1} << 20;
+  // Segment size for the small pool.
+  std::size_t small_segment = std::size_t{2} << 20;
+  // Large requests below min_large_alloc get a segment of large_segment bytes
+  // (room for more requests); larger ones get the request rounded up to
+  // large_round. With release_before_new_peak, a roomy segment is made only
+  // when it does not raise the reserved high-water mark or when rounding the
+  // request up would waste over a quarter of it. large_segment == 0: every
+  // large segment is the request rounded up to large_round.
+  std::size_t large_segment = std::size_t{20} << 20;
+  std::size_t min_large_alloc = std::size_t{10} << 20;
+  std::size_t large_round = std::size_t{2} << 20;
+  // A free large-pool block is split only when the remainder exceeds this
+  // (smaller remainders stay with the allocation as internal waste); a
+  // small-pool block is split when the remainder is at least round_bytes.
+  std::size_t large_split_remainder = std::size_t{1} << 20;
+  // Blocks at least this big are never split for smaller requests, and a
+  // request of at least this size never takes a block more than
+  // oversize_slack larger. Unlimited by default.
+  std::size_t max_split_size = SIZE_MAX;
+  std::size_t oversize_slack = std::size_t{20} << 20;
+  // When reserved memory would exceed fraction * capacity, free cached
+  // blocks that have not been reused for longest first (0 disables).
+  double garbage_collection_threshold = 0.0;
+  // Grow one virtual range per pool and stream by mapping granules, instead
+  // of allocating separate segments. Needs a VirtualMemory upstream.
+  bool expandable_segments = false;
+  // Before reserving memory that would raise the reserved high-water mark,
+  // give fully free cached segments back to the device. Keeps peak reserved
+  // down at the price of an upstream call when a new peak is set.
+  bool release_before_new_peak = true;
+  // In expandable mode the same guard unmaps free granules instead.
+  // Byte budget on reserved memory (0: the device's capacity).
+  std::size_t reserved_limit = 0;
+  // Keep a ring buffer of this many events for history (0: off).
+  std::size_t history_capacity = 0;
+
+  // gpumem's defaults: PyTorch's sizes plus the high-water guard.
+  static AllocatorConfig gpumem_defaults() { return {}; }
+  // PyTorch's CUDA caching allocator defaults, as documented and as its
+  // source sets them: 512-byte rounding, 1 MiB small limit, 2 MiB small and
+  // 20 MiB large segments for requests under 10 MiB, large requests rounded to
+  // 2 MiB, large blocks split only with more than 1 MiB left, and cached
+  // segments kept until an allocation fails.
+  static AllocatorConfig pytorch_defaults();
+};
+
+// Applies "key:value,key:value" on top of `base`. Keys: preset (gpumem |
+// pytorch, applied first wherever it appears), max_split_size_mb,
+// garbage_collection_threshold, expandable_segments (true/false),
+// release_before_new_peak, round_bytes, small_size_mb, small_segment_mb,
+// large_segment_mb, min_large_alloc_mb, large_round_mb,
+// large_split_remainder_mb, reserved_limit_mb, history. Unknown keys and bad
+// values throw InputError naming the key.
+AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig base = {});
+
+// Reads GPUMEM_ALLOC_CONF from the environment (defaults when unset).
+AllocatorConfig allocator_config_from_env();
+
+// The configuration as the string parse_allocator_config reads back.
+std::string to_string(const AllocatorConfig& config);
+
+}  // namespace gpumem::alloc

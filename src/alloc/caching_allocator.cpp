@@ -1,0 +1,714 @@
+// The caching allocator. The hot path (a cached block of the right size
+// exists) is: one lock, a best-fit lookup in the stream's pool, a split, a
+// pointer-map insert. Segment growth, releasing cache, events and
+// out-of-memory explanations are kept out of it, in the functions below it.
+#include "gpumem/alloc/caching_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "alloc/blocks.h"
+#include "alloc/free_index.h"
+#include "alloc/pointer_map.h"
+#include "gpumem/alloc/simulated_device.h"
+#include "gpumem/common/error.h"
+#include "gpumem/common/units.h"
+
+namespace gpumem::alloc {
+
+using detail::Block;
+using detail::BlockArena;
+using detail::Pool;
+using detail::Segment;
+
+Upstream simulated_upstream(SimulatedDevice& device) {
+  return Upstream{&device, &device, &device, device.physical_capacity()};
+}
+
+namespace {
+
+constexpr std::size_t kMaxRequest = std::size_t{1} << 60;
+
+std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
+std::int64_t i64(std::size_t n) { return static_cast<std::int64_t>(n); }
+
+}  // namespace
+
+class CachingAllocator::Impl {
+ public:
+  Impl(Upstream upstream, const AllocatorConfig& config, const TagTable& tags)
+      : up_(upstream), config_(config), tags_(tags), history_(config.history_capacity) {
+    if (!up_.memory && !config_.expandable_segments)
+      throw InputError("caching allocator: no upstream memory resource");
+    if (config_.expandable_segments && !up_.vmm)
+      throw InputError("GPUMEM_ALLOC_CONF: expandable_segments needs an upstream with virtual memory "
+                       "(CUDA VMM or the simulated device)");
+    if (up_.capacity == 0 && up_.vmm) up_.capacity = up_.vmm->physical_capacity();
+    limit_ = config_.reserved_limit ? config_.reserved_limit : SIZE_MAX;
+    stats_.max_split_size = config_.max_split_size == SIZE_MAX ? -1 : i64(config_.max_split_size);
+  }
+
+  ~Impl() {
+    std::lock_guard lock(mutex_);
+    process_events(/*wait=*/true);
+    // Callers must not use pointers past the allocator's life: everything,
+    // live or cached, goes back to the upstream.
+    for (auto& [base, segment] : segments_) {
+      if (segment->expandable) {
+        unmap_range(*segment, segment->base, segment->base + segment->size);
+        up_.vmm->release(segment->base, segment->size);
+      } else {
+        up_.memory->deallocate(reinterpret_cast<void*>(segment->base), segment->size, segment->pool->stream);
+      }
+    }
+  }
+
+  std::size_t capacity() const { return up_.capacity; }
+
+  // ---- the hot path -------------------------------------------------------
+
+  void* allocate(std::size_t bytes, StreamId stream, TagId tag) {
+    if (bytes == 0) return nullptr;
+    std::lock_guard lock(mutex_);
+    if (!pending_.empty()) process_events(/*wait=*/false);
+    if (bytes > kMaxRequest) out_of_memory(bytes, stream, "the request is larger than any device");
+    const std::size_t size = bytes < config_.round_bytes ? config_.round_bytes : round_up(bytes, config_.round_bytes);
+    const PoolKind kind = size <= config_.small_size ? PoolKind::kSmall : PoolKind::kLarge;
+    Pool& pool = pool_for(stream, kind);
+
+    Block* block = config_.expandable_segments ? obtain_expandable(pool, size, bytes) : take_free_block(pool, size);
+    if (!block) block = grow(pool, size, bytes);
+    split(block, size);
+
+    block->requested = bytes;
+    block->tag = tag;
+    live_.insert(block->address, block);
+    increase(stats_.allocation, kind, 1);
+    increase(stats_.allocated_bytes, kind, i64(block->size));
+    increase(stats_.active, kind, 1);
+    increase(stats_.active_bytes, kind, i64(block->size));
+    increase(stats_.requested_bytes, kind, i64(bytes));
+    if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+    history_.record(HistoryAction::kAlloc, block->address, block->size, bytes, stream, tag);
+    return reinterpret_cast<void*>(block->address);
+  }
+
+  FreeStatus free(void* ptr, StreamId stream) {
+    if (ptr == nullptr) return FreeStatus::kOk;
+    std::lock_guard lock(mutex_);
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    Block** found = live_.find(address);
+    if (!found) return FreeStatus::kUnknownPointer;
+    Block* block = *found;
+    live_.erase(address);
+    const PoolKind kind = block->segment->pool->kind;
+    const StreamId own = block->segment->pool->stream;
+    block->allocated = false;
+    decrease(stats_.allocation, kind, 1);
+    decrease(stats_.allocated_bytes, kind, i64(block->size));
+    decrease(stats_.requested_bytes, kind, i64(block->requested));
+    if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+
+    if (stream != own && std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
+                             block->stream_uses.end())
+      block->stream_uses.push_back(stream);
+    history_.record(HistoryAction::kFreeRequested, block->address, block->size, block->size, own, block->tag);
+    if (block->stream_uses.empty() || !up_.events) {
+      free_block(block);
+      return FreeStatus::kOk;
+    }
+    // Other streams may still read it: reuse waits for their queued work.
+    for (StreamId use : block->stream_uses) {
+      pending_.push_back({up_.events->record(use), block});
+      ++block->pending_events;
+    }
+    block->stream_uses.clear();
+    return FreeStatus::kOk;
+  }
+
+  FreeStatus record_stream(void* ptr, StreamId stream) {
+    std::lock_guard lock(mutex_);
+    Block** found = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (!found) return FreeStatus::kUnknownPointer;
+    Block* block = *found;
+    if (stream != block->segment->pool->stream &&
+        std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end())
+      block->stream_uses.push_back(stream);
+    return FreeStatus::kOk;
+  }
+
+  void empty_cache() {
+    std::lock_guard lock(mutex_);
+    release_all_cached();
+  }
+
+  AllocatorStats stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+  void reset_peak_stats() {
+    std::lock_guard lock(mutex_);
+    for (StatArray* a : stat_arrays())
+      for (Stat& s : *a) s.reset_peak();
+    stats_.oversize_allocations.reset_peak();
+    stats_.oversize_segments.reset_peak();
+  }
+
+  void reset_accumulated_stats() {
+    std::lock_guard lock(mutex_);
+    for (StatArray* a : stat_arrays())
+      for (Stat& s : *a) s.reset_accumulated();
+    stats_.oversize_allocations.reset_accumulated();
+    stats_.oversize_segments.reset_accumulated();
+    stats_.num_alloc_retries = stats_.num_ooms = stats_.num_sync_all_streams = 0;
+    stats_.num_device_alloc = stats_.num_device_free = 0;
+  }
+
+  Snapshot snapshot() const;
+
+  std::vector<HistoryEvent> history() const {
+    std::lock_guard lock(mutex_);
+    return history_.events();
+  }
+  std::uint64_t history_dropped() const {
+    std::lock_guard lock(mutex_);
+    return history_.dropped();
+  }
+
+ private:
+  struct PendingFree {
+    EventBackend::Event event;
+    Block* block;
+  };
+  struct StreamPools {
+    StreamPools(StreamId s, std::pmr::memory_resource* nodes)
+        : stream(s), small(s, PoolKind::kSmall, nodes), large(s, PoolKind::kLarge, nodes) {}
+    StreamId stream;
+    Pool small;
+    Pool large;
+  };
+
+  std::vector<StatArray*> stat_arrays() {
+    return {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+            &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+            &stats_.inactive_split_bytes, &stats_.requested_bytes};
+  }
+
+  Pool& pool_for(StreamId stream, PoolKind kind) {
+    if (!last_pools_ || last_pools_->stream != stream) {
+      last_pools_ = nullptr;
+      for (auto& p : pools_)
+        if (p->stream == stream) last_pools_ = p.get();
+      if (!last_pools_) last_pools_ = pools_.emplace_back(std::make_unique<StreamPools>(stream, &nodes_)).get();
+    }
+    return kind == PoolKind::kSmall ? last_pools_->small : last_pools_->large;
+  }
+
+  // A free block counts as an "inactive split" (PyTorch's non-releasable
+  // memory) when it is a piece of a segment rather than a whole one; in a
+  // growing range, every free block but the open end.
+  static bool is_split(const Block* b) {
+    return b->segment->expandable ? b->next != nullptr : (b->prev != nullptr || b->next != nullptr);
+  }
+
+  void index_free(Block* b) {
+    b->segment->pool->free.insert(b);
+    if (is_split(b)) {
+      increase(stats_.inactive_split, b->segment->pool->kind, 1);
+      increase(stats_.inactive_split_bytes, b->segment->pool->kind, i64(b->size));
+    }
+  }
+
+  void unindex_free(Block* b) {
+    b->segment->pool->free.erase(b);
+    if (is_split(b)) {
+      decrease(stats_.inactive_split, b->segment->pool->kind, 1);
+      decrease(stats_.inactive_split_bytes, b->segment->pool->kind, i64(b->size));
+    }
+  }
+
+  // Best fit in the pool, under PyTorch's oversize rules: a block of at least
+  // max_split_size is not cut down for a smaller request, and a request that
+  // big does not take a block much larger than itself. The block comes back
+  // marked allocated, out of the free index.
+  Block* take_free_block(Pool& pool, std::size_t size) {
+    Block* b = pool.free.best_fit(size);
+    if (!b) return nullptr;
+    if (!b->segment->expandable) {
+      if (size < config_.max_split_size && b->size >= config_.max_split_size) return nullptr;
+      if (size >= config_.max_split_size && b->size >= size + config_.oversize_slack) return nullptr;
+    }
+    unindex_free(b);
+    b->allocated = true;
+    return b;
+  }
+
+  bool should_split(const Block* b, std::size_t size) const {
+    std::size_t remaining = b->size - size;
+    if (b->segment->pool->kind == PoolKind::kSmall) return remaining >= config_.round_bytes;
+    if (b->segment->expandable)
+      return remaining > config_.large_split_remainder || (remaining > 0 && b->next == nullptr);
+    return size < config_.max_split_size && remaining > config_.large_split_remainder;
+  }
+
+  void split(Block* b, std::size_t size) {
+    if (!should_split(b, size)) return;
+    Block* rest = arena_.make();
+    rest->address = b->address + size;
+    rest->size = b->size - size;
+    rest->segment = b->segment;
+    rest->prev = b;
+    rest->next = b->next;
+    rest->freed_at = b->freed_at;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    index_free(rest);
+  }
+
+  // The block is free for reuse: merge it with free neighbours and cache it.
+  void free_block(Block* b) {
+    const PoolKind kind = b->segment->pool->kind;
+    decrease(stats_.active, kind, 1);
+    decrease(stats_.active_bytes, kind, i64(b->size));
+    history_.record(HistoryAction::kFreeCompleted, b->address, b->size, b->size, b->segment->pool->stream, b->tag);
+    b->stream_uses.clear();
+    b->tag = kNoTag;
+    b->requested = 0;
+    if (b->prev && b->prev->is_free()) {
+      Block* prev = b->prev;
+      unindex_free(prev);
+      prev->size += b->size;
+      prev->next = b->next;
+      if (b->next) b->next->prev = prev;
+      arena_.recycle(b);
+      b = prev;
+    }
+    if (b->next && b->next->is_free()) {
+      Block* next = b->next;
+      unindex_free(next);
+      b->size += next->size;
+      b->next = next->next;
+      if (next->next) next->next->prev = b;
+      arena_.recycle(next);
+    }
+    b->freed_at = ++clock_;
+    index_free(b);
+  }
+
+  void process_events(bool wait) {
+    if (wait && !pending_.empty()) ++stats_.num_sync_all_streams;
+    std::size_t kept = 0;
+    for (PendingFree& p : pending_) {
+      if (wait) up_.events->synchronize(p.event);
+      if (!wait && !up_.events->query(p.event)) {
+        pending_[kept++] = p;
+        continue;
+      }
+      up_.events->destroy(p.event);
+      if (--p.block->pending_events == 0) free_block(p.block);
+    }
+    pending_.resize(kept);
+  }
+
+  // ---- growth: new segments ------------------------------------------------
+
+  std::size_t segment_size(std::size_t size, PoolKind kind) const {
+    if (kind == PoolKind::kSmall) return config_.small_segment;
+    const std::size_t exact = round_up(size, config_.large_round);
+    if (config_.large_segment && size < config_.min_large_alloc) {
+      // A roomy segment lets later requests share it. Under the high-water
+      // guard it is taken only when it does not raise the peak, or when an
+      // exact segment would waste over a quarter of the request in rounding
+      // (the remainder of a large block under 1 MiB serves no one).
+      const std::size_t roomy = std::max(config_.large_segment, size);
+      if (!config_.release_before_new_peak || reserved() + roomy <= high_water_ || (exact - size) * 4 > size)
+        return roomy;
+    }
+    return exact;
+  }
+
+  std::size_t reserved() const { return static_cast<std::size_t>(stats_.reserved_bytes[kStatAll].current); }
+
+  void note_reserved() { high_water_ = std::max(high_water_, reserved()); }
+
+  Block* grow(Pool& pool, std::size_t size, std::size_t bytes) {
+    const std::size_t bytes_needed = segment_size(size, pool.kind);
+    prepare_to_reserve(bytes_needed);
+    if (Block* b = try_new_segment(pool, bytes_needed)) return b;
+    ++stats_.num_alloc_retries;
+    release_all_cached();
+    if (Block* b = try_new_segment(pool, bytes_needed)) return b;
+    out_of_memory(bytes, pool.stream, "");
+  }
+
+  // Garbage collection and the high-water guard, before reserving more.
+  void prepare_to_reserve(std::size_t more) {
+    if (config_.garbage_collection_threshold > 0 && up_.capacity) {
+      auto threshold = static_cast<std::size_t>(config_.garbage_collection_threshold * double(up_.capacity));
+      if (reserved() + more > threshold) release_cached(threshold > more ? threshold - more : 0, /*oldest=*/true);
+    }
+    if (config_.release_before_new_peak && reserved() + more > high_water_)
+      release_cached(high_water_ > more ? high_water_ - more : 0, /*oldest=*/false);
+  }
+
+  Block* try_new_segment(Pool& pool, std::size_t bytes) {
+    if (reserved() + bytes > limit_) return nullptr;
+    void* p = nullptr;
+    try {
+      p = up_.memory->allocate(bytes, pool.stream);
+    } catch (const OutOfMemoryError&) {
+      return nullptr;
+    }
+    ++stats_.num_device_alloc;
+    auto segment = std::make_unique<Segment>();
+    segment->base = reinterpret_cast<std::uintptr_t>(p);
+    segment->size = bytes;
+    segment->pool = &pool;
+    Block* b = arena_.make();
+    b->address = segment->base;
+    b->size = bytes;
+    b->segment = segment.get();
+    b->allocated = true;
+    segment->first = b;
+    increase(stats_.segment, pool.kind, 1);
+    increase(stats_.reserved_bytes, pool.kind, i64(bytes));
+    if (bytes >= config_.max_split_size) stats_.oversize_segments.increase(1);
+    note_reserved();
+    history_.record(HistoryAction::kSegmentAlloc, segment->base, bytes, bytes, pool.stream, kNoTag);
+    segments_.emplace(segment->base, std::move(segment));
+    return b;
+  }
+
+  // ---- growth: expandable segments ----------------------------------------
+
+  Block* obtain_expandable(Pool& pool, std::size_t size, std::size_t bytes) {
+    if (pool.ranges == 0) create_range(pool, size);
+    Block* b = take_free_block(pool, size);
+    if (!b) {
+      // Holes left no stretch of address space long enough: open another
+      // range (address space is cheap; memory is only what gets mapped).
+      create_range(pool, size);
+      b = take_free_block(pool, size);
+    }
+    if (!b) out_of_memory(bytes, pool.stream, "no virtual address range is long enough");
+    const std::size_t g = up_.vmm->granularity();
+    const std::size_t first = b->address / g * g, last = round_up(b->address + size, g);
+    std::size_t needed = unmapped_bytes(*b->segment, first, last);
+    if (needed == 0) return b;
+    prepare_to_reserve(needed);
+    if (reserved() + needed <= limit_ && try_map(*b->segment, first, last)) return b;
+    ++stats_.num_alloc_retries;
+    release_all_cached();
+    needed = unmapped_bytes(*b->segment, first, last);
+    if (reserved() + needed <= limit_ && try_map(*b->segment, first, last)) return b;
+    b->allocated = false;
+    index_free(b);
+    out_of_memory(bytes, pool.stream, "");
+  }
+
+  void create_range(Pool& pool, std::size_t bytes) {
+    const std::size_t g = up_.vmm->granularity();
+    // Twice the device: the range can hold the device's worth of memory even
+    // after holes were unmapped along the way.
+    std::size_t span = std::min(limit_, up_.capacity ? up_.capacity : std::size_t{1} << 40);
+    span = round_up(std::max(span, bytes), g) * 2;
+    std::uintptr_t base = 0;
+    try {
+      base = up_.vmm->reserve(span);
+    } catch (const OutOfMemoryError&) {
+      out_of_memory(bytes, pool.stream, "no virtual address space left for an expandable segment");
+    }
+    auto segment = std::make_unique<Segment>();
+    segment->base = base;
+    segment->size = span;
+    segment->pool = &pool;
+    segment->expandable = true;
+    segment->mapped.assign(span / g, 0);
+    Block* b = arena_.make();
+    b->address = base;
+    b->size = span;
+    b->segment = segment.get();
+    segment->first = b;
+    ++pool.ranges;
+    increase(stats_.segment, pool.kind, 1);
+    segments_.emplace(base, std::move(segment));
+    index_free(b);
+  }
+
+  std::size_t unmapped_bytes(const Segment& s, std::uintptr_t first, std::uintptr_t last) const {
+    const std::size_t g = up_.vmm->granularity();
+    std::size_t n = 0;
+    for (std::uintptr_t a = first; a < last; a += g) n += s.mapped[(a - s.base) / g] ? 0 : g;
+    return n;
+  }
+
+  // Maps every unmapped granule in [first, last), one call per run.
+  bool try_map(Segment& s, std::uintptr_t first, std::uintptr_t last) {
+    const std::size_t g = up_.vmm->granularity();
+    for (std::uintptr_t a = first; a < last;) {
+      if (s.mapped[(a - s.base) / g]) {
+        a += g;
+        continue;
+      }
+      std::uintptr_t run_end = a;
+      while (run_end < last && !s.mapped[(run_end - s.base) / g]) run_end += g;
+      try {
+        up_.vmm->map(a, run_end - a);
+      } catch (const OutOfMemoryError&) {
+        return false;
+      }
+      std::fill(s.mapped.begin() + long((a - s.base) / g), s.mapped.begin() + long((run_end - s.base) / g), 1);
+      s.mapped_bytes += run_end - a;
+      ++stats_.num_device_alloc;
+      increase(stats_.reserved_bytes, s.pool->kind, i64(run_end - a));
+      note_reserved();
+      history_.record(HistoryAction::kSegmentMap, a, run_end - a, run_end - a, s.pool->stream, kNoTag);
+      a = run_end;
+    }
+    return true;
+  }
+
+  // Unmaps the mapped granules in [first, last); returns the bytes unmapped.
+  std::size_t unmap_range(Segment& s, std::uintptr_t first, std::uintptr_t last) {
+    const std::size_t g = up_.vmm->granularity();
+    first = std::max(first, s.base);
+    last = std::min(last, s.base + s.size);
+    std::size_t total = 0;
+    for (std::uintptr_t a = first; a < last;) {
+      if (!s.mapped[(a - s.base) / g]) {
+        a += g;
+        continue;
+      }
+      std::uintptr_t run_end = a;
+      while (run_end < last && s.mapped[(run_end - s.base) / g]) run_end += g;
+      up_.vmm->unmap(a, run_end - a);
+      std::fill(s.mapped.begin() + long((a - s.base) / g), s.mapped.begin() + long((run_end - s.base) / g), 0);
+      s.mapped_bytes -= run_end - a;
+      total += run_end - a;
+      ++stats_.num_device_free;
+      decrease(stats_.reserved_bytes, s.pool->kind, i64(run_end - a));
+      history_.record(HistoryAction::kSegmentUnmap, a, run_end - a, run_end - a, s.pool->stream, kNoTag);
+      a = run_end;
+    }
+    return total;
+  }
+
+  // Granules wholly inside a free block; the ends it shares with a neighbour
+  // stay mapped.
+  std::size_t unmap_free_block(Block* b) {
+    const std::size_t g = up_.vmm->granularity();
+    return unmap_range(*b->segment, round_up(b->address, g), (b->address + b->size) / g * g);
+  }
+
+  // ---- giving memory back ---------------------------------------------------
+
+  void release_segment(Segment* s) {
+    Block* b = s->first;
+    unindex_free(b);
+    const PoolKind kind = s->pool->kind;
+    up_.memory->deallocate(reinterpret_cast<void*>(s->base), s->size, s->pool->stream);
+    ++stats_.num_device_free;
+    decrease(stats_.segment, kind, 1);
+    decrease(stats_.reserved_bytes, kind, i64(s->size));
+    if (s->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
+    history_.record(HistoryAction::kSegmentFree, s->base, s->size, s->size, s->pool->stream, kNoTag);
+    arena_.recycle(b);
+    segments_.erase(s->base);
+  }
+
+  // Gives cached memory back until reserved() <= target: whole free
+  // segments, and free granules of expandable ranges. `oldest` picks the
+  // least recently freed first (garbage collection); otherwise the largest
+  // first, for the fewest upstream calls.
+  void release_cached(std::size_t target, bool oldest) {
+    std::vector<Block*> candidates;
+    for (auto& [base, s] : segments_) {
+      if (!s->expandable) {
+        if (s->first->is_free() && s->first->next == nullptr) candidates.push_back(s->first);
+        continue;
+      }
+      for (Block* b = s->first; b; b = b->next)
+        if (b->is_free()) candidates.push_back(b);
+    }
+    if (oldest)
+      std::sort(candidates.begin(), candidates.end(), [](Block* a, Block* b) { return a->freed_at < b->freed_at; });
+    else
+      std::sort(candidates.begin(), candidates.end(), [](Block* a, Block* b) { return a->size > b->size; });
+    for (Block* b : candidates) {
+      if (reserved() <= target) break;
+      if (b->segment->expandable) unmap_free_block(b);
+      else release_segment(b->segment);
+    }
+  }
+
+  void release_all_cached() {
+    process_events(/*wait=*/true);
+    release_cached(0, /*oldest=*/false);
+    // Ranges with nothing left in them go back too.
+    std::vector<Segment*> empty;
+    for (auto& [base, s] : segments_)
+      if (s->expandable && s->first->is_free() && s->first->next == nullptr) empty.push_back(s.get());
+    for (Segment* s : empty) {
+      unmap_range(*s, s->base, s->base + s->size);
+      unindex_free(s->first);
+      up_.vmm->release(s->base, s->size);
+      decrease(stats_.segment, s->pool->kind, 1);
+      --s->pool->ranges;
+      arena_.recycle(s->first);
+      segments_.erase(s->base);
+    }
+  }
+
+  // ---- out of memory --------------------------------------------------------
+
+  [[noreturn]] void out_of_memory(std::size_t bytes, StreamId stream, std::string_view why);
+
+  Upstream up_;
+  const AllocatorConfig& config_;
+  const TagTable& tags_;
+  mutable std::mutex mutex_;
+  std::pmr::unsynchronized_pool_resource nodes_;  // free-index nodes
+  BlockArena arena_;
+  detail::PointerMap<Block*> live_;
+  std::vector<std::unique_ptr<StreamPools>> pools_;
+  StreamPools* last_pools_ = nullptr;
+  std::map<std::uintptr_t, std::unique_ptr<Segment>> segments_;
+  std::vector<PendingFree> pending_;
+  AllocatorStats stats_;
+  History history_;
+  std::size_t high_water_ = 0;
+  std::size_t limit_ = SIZE_MAX;
+  std::uint64_t clock_ = 0;
+};
+
+void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, std::string_view why) {
+  ++stats_.num_ooms;
+  history_.record(HistoryAction::kOom, 0, bytes, bytes, stream, kNoTag);
+  // What could be handed out without new device memory: free blocks'
+  // mapped bytes.
+  std::size_t largest_free = 0, total_free = 0;
+  for (auto& [base, s] : segments_) {
+    for (Block* b = s->first; b; b = b->next) {
+      if (!b->is_free()) continue;
+      std::size_t usable = b->size;
+      if (s->expandable) {
+        const std::size_t g = up_.vmm->granularity();
+        usable = 0;
+        std::size_t run = 0;
+        for (std::uintptr_t a = round_up(b->address, g); a + g <= b->address + b->size; a += g) {
+          run = s->mapped[(a - s->base) / g] ? run + g : 0;
+          usable += s->mapped[(a - s->base) / g] ? g : 0;
+          largest_free = std::max(largest_free, run);
+        }
+      } else {
+        largest_free = std::max(largest_free, b->size);
+      }
+      total_free += usable;
+    }
+  }
+  std::vector<Block*> live;
+  live_.for_each([&](std::uintptr_t, Block* b) { live.push_back(b); });
+  std::size_t shown = std::min<std::size_t>(live.size(), 5);
+  std::partial_sort(live.begin(), live.begin() + long(shown), live.end(),
+                    [](Block* a, Block* b) { return a->size > b->size; });
+  std::string largest;
+  for (std::size_t i = 0; i < shown; ++i) {
+    std::string tag = tags_.name(live[i]->tag);
+    largest += fmt::format("{}{} ({})", i ? ", " : "", format_bytes(live[i]->size),
+                           tag.empty() ? std::string("untagged") : tag);
+  }
+  const std::size_t allocated = static_cast<std::size_t>(stats_.allocated_bytes[kStatAll].current);
+  const double fragmentation = total_free ? 1.0 - double(largest_free) / double(total_free) : 0.0;
+  std::string message = fmt::format(
+      "out of memory: tried to allocate {} on stream {}{}{}; capacity {}{}, allocated {}, reserved {} "
+      "({} reserved but unallocated); largest free block {}; fragmentation {:.1f}% (1 - largest free / total free); "
+      "largest live allocations: {}",
+      format_bytes(bytes), stream, why.empty() ? "" : ": ", why,
+      up_.capacity ? format_bytes(up_.capacity) : std::string("unknown"),
+      limit_ != SIZE_MAX ? fmt::format(" (reserved limit {})", format_bytes(limit_)) : std::string(),
+      format_bytes(allocated), format_bytes(reserved()), format_bytes(reserved() - std::min(reserved(), allocated)),
+      format_bytes(largest_free), 100.0 * fragmentation, largest.empty() ? std::string("none") : largest);
+  throw OutOfMemoryError(message, bytes);
+}
+
+Snapshot CachingAllocator::Impl::snapshot() const {
+  std::lock_guard lock(mutex_);
+  Snapshot out;
+  for (const auto& [base, s] : segments_) {
+    SegmentSnapshot seg;
+    seg.address = s->base;
+    seg.total_size = s->reserved_bytes();
+    seg.stream = s->pool->stream;
+    seg.pool = s->pool->kind;
+    seg.expandable = s->expandable;
+    for (const Block* b = s->first; b; b = b->next) {
+      BlockSnapshot block;
+      block.address = b->address;
+      block.size = b->size;
+      block.state = b->allocated ? BlockState::kAllocated
+                                 : (b->pending_events ? BlockState::kPendingFree : BlockState::kInactive);
+      if (block.state != BlockState::kInactive) {
+        block.requested_size = b->requested;
+        block.tag = tags_.name(b->tag);
+        seg.active_size += b->size;
+        seg.requested_size += b->requested;
+        if (block.state == BlockState::kAllocated) seg.allocated_size += b->size;
+      } else if (s->expandable) {
+        const std::size_t g = up_.vmm->granularity();
+        std::uintptr_t first = round_up(b->address, g), last = (b->address + b->size) / g * g;
+        bool any = first < last ? false : true;  // a block inside shared granules is mapped
+        for (std::uintptr_t a = first; a < last && !any; a += g) any = s->mapped[(a - s->base) / g] != 0;
+        if (!any) continue;
+      }
+      seg.blocks.push_back(std::move(block));
+    }
+    out.segments.push_back(std::move(seg));
+  }
+  return out;
+}
+
+// ---- the public class -------------------------------------------------------
+
+CachingAllocator::CachingAllocator(Upstream upstream, AllocatorConfig config)
+    : config_(config), impl_(std::make_unique<Impl>(upstream, config_, tags_)) {}
+
+CachingAllocator::~CachingAllocator() = default;
+
+void* CachingAllocator::allocate_tagged(std::size_t bytes, StreamId stream, TagId tag) {
+  return impl_->allocate(bytes, stream, tag);
+}
+
+FreeStatus CachingAllocator::free(void* ptr, StreamId stream) { return impl_->free(ptr, stream); }
+
+FreeStatus CachingAllocator::record_stream(void* ptr, StreamId stream) { return impl_->record_stream(ptr, stream); }
+
+void CachingAllocator::do_deallocate(void* ptr, std::size_t, StreamId stream) noexcept {
+  if (impl_->free(ptr, stream) == FreeStatus::kUnknownPointer) {
+    // As glibc does for free(): a bad pointer means memory is corrupt.
+    std::fprintf(stderr, "gpumem: deallocate(%p): not a live allocation of this allocator\n", ptr);
+    std::abort();
+  }
+}
+
+void CachingAllocator::empty_cache() { impl_->empty_cache(); }
+AllocatorStats CachingAllocator::stats() const { return impl_->stats(); }
+void CachingAllocator::reset_peak_stats() { impl_->reset_peak_stats(); }
+void CachingAllocator::reset_accumulated_stats() { impl_->reset_accumulated_stats(); }
+Snapshot CachingAllocator::snapshot() const { return impl_->snapshot(); }
+std::string CachingAllocator::memory_summary() const { return format_memory_summary(impl_->stats()); }
+std::vector<HistoryEvent> CachingAllocator::history() const { return impl_->history(); }
+std::size_t CachingAllocator::capacity() const noexcept { return impl_->capacity(); }
+
+void CachingAllocator::write_history(std::ostream& out) const {
+  write_history_jsonl(out, impl_->history(), impl_->history_dropped(), tags_);
+}
+
+}  // namespace gpumem::alloc

@@ -1,0 +1,105 @@
+#pragma once
+// A pool's free blocks, searchable by best fit (the smallest block at least
+// as large as the request).
+//
+// Block sizes are multiples of 512 bytes, so blocks up to 2 MiB fall in 4096
+// exact-size bins: a two-level bitmap finds the first non-empty bin at or
+// above the request in a few instructions, and each bin is an intrusive
+// list (most recently freed first), so neither insert nor erase allocates.
+// Larger blocks, rarer and more varied, live in an ordered set (size, then
+// address). Both halves return the smallest fitting size: best fit, O(1) for
+// the bins and O(log n) for the set.
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory_resource>
+#include <set>
+
+#include "alloc/blocks.h"
+
+namespace gpumem::alloc::detail {
+
+class FreeIndex {
+ public:
+  static constexpr std::size_t kUnit = 512;
+  static constexpr std::size_t kBins = 4096;  // sizes 512 B .. 2 MiB
+  static constexpr std::size_t kMaxBinned = kUnit * kBins;
+
+  explicit FreeIndex(std::pmr::memory_resource* nodes) : large_(nodes) {}
+
+  void insert(Block* b) {
+    if (binned(b->size)) {
+      std::size_t i = bin(b->size);
+      b->bin_prev = nullptr;
+      b->bin_next = heads_[i];
+      if (heads_[i]) heads_[i]->bin_prev = b;
+      heads_[i] = b;
+      words_[i / 64] |= std::uint64_t{1} << (i % 64);
+      summary_ |= std::uint64_t{1} << (i / 64);
+    } else {
+      large_.insert(b);
+    }
+    ++count_;
+  }
+
+  void erase(Block* b) {
+    if (binned(b->size)) {
+      std::size_t i = bin(b->size);
+      if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
+      else heads_[i] = b->bin_next;
+      if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;
+      if (!heads_[i]) {
+        words_[i / 64] &= ~(std::uint64_t{1} << (i % 64));
+        if (!words_[i / 64]) summary_ &= ~(std::uint64_t{1} << (i / 64));
+      }
+    } else {
+      large_.erase(b);
+    }
+    --count_;
+  }
+
+  // The smallest block of at least `size` bytes, or nullptr.
+  Block* best_fit(std::size_t size) const {
+    if (binned(size)) {
+      std::size_t i = bin(size);
+      std::size_t w = i / 64;
+      std::uint64_t bits = words_[w] & (~std::uint64_t{0} << (i % 64));
+      if (!bits) {
+        std::uint64_t later = w + 1 < 64 ? summary_ & (~std::uint64_t{0} << (w + 1)) : 0;
+        if (later) {
+          w = static_cast<std::size_t>(std::countr_zero(later));
+          bits = words_[w];
+        }
+      }
+      if (bits) return heads_[w * 64 + static_cast<std::size_t>(std::countr_zero(bits))];
+    }
+    Block key;
+    key.size = size;
+    auto it = large_.lower_bound(&key);
+    return it == large_.end() ? nullptr : *it;
+  }
+
+  std::size_t size() const noexcept { return count_; }
+
+ private:
+  static bool binned(std::size_t size) { return size <= kMaxBinned; }
+  // Sizes are multiples of kUnit (the allocator rounds to at least that).
+  static std::size_t bin(std::size_t size) { return (size + kUnit - 1) / kUnit - 1; }
+
+  Block* heads_[kBins] = {};
+  std::uint64_t words_[kBins / 64] = {};
+  std::uint64_t summary_ = 0;
+  std::set<Block*, BySizeThenAddress, std::pmr::polymorphic_allocator<Block*>> large_;
+  std::size_t count_ = 0;
+};
+
+// Free blocks of one stream and one size class.
+struct Pool {
+  Pool(StreamId s, PoolKind k, std::pmr::memory_resource* nodes) : stream(s), kind(k), free(nodes) {}
+  StreamId stream;
+  PoolKind kind;
+  FreeIndex free;
+  int ranges = 0;  // expandable ranges the pool has grown
+};
+
+}  // namespace gpumem::alloc::detail

@@ -1,0 +1,299 @@
+/* The C API end to end on a simulated device, compiled as C11 so that the
+ * header is proven to be plain C. Exits non-zero when any check fails.
+ * argv[1]: where to write the history file (default: the current directory). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpumem/gpumem.h"
+
+static int g_failures = 0;
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      ++g_failures;                                                          \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, \
+              __LINE__, #cond, gpumem_last_error());                         \
+    }                                                                        \
+  } while (0)
+
+#define CHECK_STATUS(call, expected) CHECK((call) == (expected))
+
+static const size_t kMiB = (size_t)1 << 20;
+
+static int contains(const char* text, const char* part) { return strstr(text, part) != NULL; }
+
+static int64_t stat_of(gpumem_allocator* a, const char* key) {
+  int64_t value = -1;
+  CHECK_STATUS(gpumem_get_stat(a, key, &value), GPUMEM_OK);
+  return value;
+}
+
+static void test_status_names(void) {
+  CHECK(strcmp(gpumem_status_name(GPUMEM_OK), "GPUMEM_OK") == 0);
+  CHECK(strcmp(gpumem_status_name(GPUMEM_ERROR_INVALID_POINTER), "GPUMEM_ERROR_INVALID_POINTER") == 0);
+  CHECK(strcmp(gpumem_status_name((gpumem_status)99), "GPUMEM_STATUS_UNKNOWN") == 0);
+}
+
+static void test_null_arguments(void) {
+  void* p = NULL;
+  gpumem_device* device = NULL;
+  CHECK_STATUS(gpumem_malloc(NULL, 16, 0, &p), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(gpumem_last_error(), "gpumem_malloc: allocator is NULL"));
+  CHECK_STATUS(gpumem_simulated_device_create(kMiB, 0, NULL), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(gpumem_simulated_device_create(0, 0, &device), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(gpumem_simulated_device_create(kMiB, 3000, &device), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(gpumem_last_error(), "granularity"));
+  CHECK_STATUS(gpumem_allocator_create(NULL, "", NULL), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(gpumem_simulated_launch(NULL, 1), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(gpumem_device_destroy(NULL), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_destroy(NULL), GPUMEM_OK);
+}
+
+static void test_malloc_free_and_stats(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  void* p = NULL;
+  void* q = NULL;
+  CHECK_STATUS(gpumem_allocator_create(device, "round_bytes:512", &a), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_malloc(a, 1000, 0, &p), GPUMEM_OK);
+  CHECK(p != NULL);
+  CHECK((uintptr_t)p % 256 == 0);
+  CHECK_STATUS(gpumem_malloc_tagged(a, 3 * kMiB, 0, "weights", &q), GPUMEM_OK);
+  CHECK(q != NULL && q != p);
+  CHECK(stat_of(a, "allocation.all.current") == 2);
+  CHECK(stat_of(a, "allocated_bytes.small_pool.current") == 1024);
+  CHECK(stat_of(a, "requested_bytes.all.current") == (int64_t)(1000 + 3 * kMiB));
+  CHECK(stat_of(a, "reserved_bytes.all.current") >= stat_of(a, "allocated_bytes.all.current"));
+
+  CHECK_STATUS(gpumem_free(a, q, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_free(a, NULL, 0), GPUMEM_OK);
+  CHECK(stat_of(a, "allocation.all.current") == 0);
+  CHECK(stat_of(a, "allocated_bytes.all.current") == 0);
+  CHECK(stat_of(a, "allocated_bytes.all.peak") >= (int64_t)(3 * kMiB));
+  CHECK_STATUS(gpumem_reset_peak_stats(a), GPUMEM_OK);
+  CHECK(stat_of(a, "allocated_bytes.all.peak") == 0);
+  CHECK_STATUS(gpumem_empty_cache(a), GPUMEM_OK);
+  CHECK(stat_of(a, "reserved_bytes.all.current") == 0);
+
+  {
+    int64_t value = 42;
+    CHECK_STATUS(gpumem_get_stat(a, "allocated_bytes.everything", &value), GPUMEM_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(gpumem_last_error(), "allocated_bytes.everything"));
+    CHECK(value == 42); /* outputs are untouched on failure */
+    CHECK_STATUS(gpumem_get_stat(a, NULL, &value), GPUMEM_ERROR_INVALID_ARGUMENT);
+  }
+
+  {
+    void* zero = &zero;
+    CHECK_STATUS(gpumem_malloc(a, 0, 0, &zero), GPUMEM_OK);
+    CHECK(zero == NULL);
+  }
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+static void test_invalid_pointers(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  void* p = NULL;
+  int on_stack = 0;
+  CHECK_STATUS(gpumem_allocator_create(device, "", &a), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_free(a, &on_stack, 0), GPUMEM_ERROR_INVALID_POINTER);
+  CHECK(contains(gpumem_last_error(), "gpumem_free: "));
+  CHECK(contains(gpumem_last_error(), "not allocated by this allocator"));
+  CHECK_STATUS(gpumem_malloc(a, 4096, 0, &p), GPUMEM_OK);
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_ERROR_INVALID_POINTER); /* twice */
+  CHECK_STATUS(gpumem_record_stream(a, &on_stack, 1), GPUMEM_ERROR_INVALID_POINTER);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+static void test_bad_config(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  CHECK_STATUS(gpumem_allocator_create(device, "bogus_key:1", &a), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK(a == NULL);
+  CHECK(contains(gpumem_last_error(), "gpumem_allocator_create: "));
+  CHECK(contains(gpumem_last_error(), "bogus_key"));
+  CHECK(strchr(gpumem_last_error(), '\n') == NULL);
+  CHECK_STATUS(gpumem_allocator_create(device, "round_bytes:300", &a), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(gpumem_last_error(), "round_bytes"));
+}
+
+/* ctest sets GPUMEM_ALLOC_CONF=round_bytes:4096 for this program. */
+static void test_config_from_environment(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  void* p = NULL;
+  const char* env = getenv("GPUMEM_ALLOC_CONF");
+  CHECK_STATUS(gpumem_allocator_create(device, NULL, &a), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_malloc(a, 1, 0, &p), GPUMEM_OK);
+  if (env != NULL && strcmp(env, "round_bytes:4096") == 0) CHECK(stat_of(a, "allocated_bytes.all.current") == 4096);
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+static void test_out_of_memory(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  void* p = &p;
+  CHECK_STATUS(gpumem_allocator_create(device, "", &a), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_malloc_tagged(a, 1024 * kMiB, 0, "huge", &p), GPUMEM_ERROR_OUT_OF_MEMORY);
+  CHECK(p == &p);
+  CHECK(contains(gpumem_last_error(), "gpumem_malloc_tagged: "));
+  CHECK(strlen(gpumem_last_error()) > strlen("gpumem_malloc_tagged: "));
+  CHECK(stat_of(a, "num_ooms") == 1);
+  CHECK_STATUS(gpumem_malloc(a, kMiB, 0, &p), GPUMEM_OK); /* still usable */
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+static void test_buffers(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  void* p = NULL;
+  size_t needed = 0;
+  size_t again = 0;
+  char small[16];
+  char* full = NULL;
+  CHECK_STATUS(gpumem_allocator_create(device, "", &a), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_malloc_tagged(a, 5000, 0, "activations", &p), GPUMEM_OK);
+
+  CHECK_STATUS(gpumem_memory_summary(a, NULL, 0, &needed), GPUMEM_OK);
+  CHECK(needed > sizeof small);
+  memset(small, 'x', sizeof small);
+  CHECK_STATUS(gpumem_memory_summary(a, small, sizeof small, &again), GPUMEM_OK);
+  CHECK(again == needed);
+  CHECK(small[sizeof small - 1] == '\0');
+  CHECK(strlen(small) == sizeof small - 1);
+  full = (char*)malloc(needed);
+  CHECK_STATUS(gpumem_memory_summary(a, full, needed, NULL), GPUMEM_OK);
+  CHECK(strlen(full) == needed - 1);
+  CHECK(strncmp(full, small, sizeof small - 1) == 0);
+  free(full);
+  CHECK_STATUS(gpumem_memory_summary(a, NULL, 5, &needed), GPUMEM_ERROR_INVALID_ARGUMENT);
+
+  CHECK_STATUS(gpumem_snapshot_json(a, NULL, 0, &needed), GPUMEM_OK);
+  full = (char*)malloc(needed);
+  CHECK_STATUS(gpumem_snapshot_json(a, full, needed, NULL), GPUMEM_OK);
+  CHECK(strncmp(full, "{\"segments\":[", 13) == 0);
+  CHECK(contains(full, "\"tag\":\"activations\""));
+  free(full);
+
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+static void test_history(gpumem_device* device, const char* path) {
+  gpumem_allocator* a = NULL;
+  void* p = NULL;
+  char line[256] = {0};
+  FILE* file = NULL;
+  int found = 0;
+  CHECK_STATUS(gpumem_allocator_create(device, "history:100", &a), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_malloc_tagged(a, 2048, 0, "grads", &p), GPUMEM_OK);
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_write_history(a, path), GPUMEM_OK);
+  file = fopen(path, "r");
+  CHECK(file != NULL);
+  if (file != NULL) {
+    CHECK(fgets(line, sizeof line, file) != NULL);
+    CHECK(contains(line, "\"format\":\"gpumem-history\""));
+    /* Segment events come first; the allocation follows with its tag. */
+    while (!found && fgets(line, sizeof line, file) != NULL) found = contains(line, "\"tag\":\"grads\"");
+    CHECK(found);
+    fclose(file);
+  }
+  remove(path);
+  CHECK_STATUS(gpumem_write_history(a, "/nonexistent-gpumem-dir/history.jsonl"), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(gpumem_last_error(), "nonexistent-gpumem-dir"));
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+/* A free on another stream waits for that stream's queued work. */
+static void test_streams(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  void* p = NULL;
+  CHECK_STATUS(gpumem_allocator_create(device, "", &a), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_malloc(a, 4096, 1, &p), GPUMEM_OK);
+  CHECK_STATUS(gpumem_record_stream(a, p, 2), GPUMEM_OK);
+  CHECK_STATUS(gpumem_simulated_launch(device, 2), GPUMEM_OK);
+  CHECK_STATUS(gpumem_free(a, p, 1), GPUMEM_OK);
+  CHECK(stat_of(a, "active.all.current") == 1); /* pending until stream 2 finishes */
+  CHECK_STATUS(gpumem_simulated_complete(device, 2), GPUMEM_OK);
+  CHECK_STATUS(gpumem_empty_cache(a), GPUMEM_OK);
+  CHECK(stat_of(a, "active.all.current") == 0);
+  CHECK(stat_of(a, "reserved_bytes.all.current") == 0);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+/* The allocator keeps its device alive: destroy order does not matter. */
+static void test_destroy_order(void) {
+  gpumem_device* device = NULL;
+  gpumem_allocator* a = NULL;
+  void* p = NULL;
+  CHECK_STATUS(gpumem_simulated_device_create(64 * kMiB, 0, &device), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_create(device, "", &a), GPUMEM_OK);
+  CHECK_STATUS(gpumem_device_destroy(device), GPUMEM_OK);
+  if (a == NULL) return;
+  CHECK_STATUS(gpumem_malloc(a, 100, 0, &p), GPUMEM_OK);
+  CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+}
+
+static void test_cuda_device(void) {
+  gpumem_device* device = NULL;
+  gpumem_status status = gpumem_cuda_device_create(-1, &device);
+  CHECK(status == GPUMEM_OK || status == GPUMEM_ERROR_DEVICE);
+  if (status == GPUMEM_OK) {
+    gpumem_allocator* a = NULL;
+    void* p = NULL;
+    CHECK_STATUS(gpumem_simulated_launch(device, 1), GPUMEM_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(gpumem_last_error(), "not a simulated device"));
+    CHECK_STATUS(gpumem_allocator_create(device, "expandable_segments:true", &a), GPUMEM_OK);
+    if (a != NULL) {
+      CHECK_STATUS(gpumem_malloc(a, 3 * kMiB, 0, &p), GPUMEM_OK);
+      CHECK(p != NULL);
+      CHECK_STATUS(gpumem_free(a, p, 0), GPUMEM_OK);
+      CHECK_STATUS(gpumem_empty_cache(a), GPUMEM_OK);
+      CHECK(stat_of(a, "reserved_bytes.all.current") == 0);
+      CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+    }
+    CHECK_STATUS(gpumem_device_destroy(device), GPUMEM_OK);
+  } else {
+    CHECK(device == NULL);
+    CHECK(strlen(gpumem_last_error()) > strlen("gpumem_cuda_device_create: "));
+  }
+}
+
+int main(int argc, char** argv) {
+  const char* history_path = argc > 1 ? argv[1] : "gpumem_c_api_history.jsonl";
+  gpumem_device* device = NULL;
+
+  test_status_names();
+  test_null_arguments();
+  CHECK_STATUS(gpumem_simulated_device_create(256 * kMiB, 2 * kMiB, &device), GPUMEM_OK);
+  if (device == NULL) return 1;
+  test_malloc_free_and_stats(device);
+  test_invalid_pointers(device);
+  test_bad_config(device);
+  test_config_from_environment(device);
+  test_out_of_memory(device);
+  test_buffers(device);
+  test_history(device, history_path);
+  test_streams(device);
+  CHECK_STATUS(gpumem_device_destroy(device), GPUMEM_OK);
+  test_destroy_order();
+  test_cuda_device();
+
+  if (g_failures != 0) {
+    fprintf(stderr, "%d check(s) failed\n", g_failures);
+    return 1;
+  }
+  printf("C API: all checks passed\n");
+  return 0;
+}
