@@ -6,7 +6,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 EXAMPLE ?= examples/models/bert_base.onnx
 
-.PHONY: all deps configure build run test bench fuzz clean
+.PHONY: all deps configure build run test bench fuzz asan tsan clean
 
 all: build
 
@@ -28,10 +28,22 @@ test: build
 bench: build
 	@$(BUILD_DIR)/bench/gpumem_bench --benchmark_repetitions=9 --benchmark_report_aggregates_only=true
 
+# Sanitizer builds (CMakePresets.json): every test under ASan+UBSan; the
+# allocator's tests, threads included, under TSan.
+asan: deps
+	@cmake --preset asan > build-asan.configure.log 2>&1 || (cat build-asan.configure.log; exit 1)
+	@cmake --build --preset asan -j $(JOBS)
+	@ctest --preset asan -j $(JOBS)
+
+tsan: deps
+	@cmake --preset tsan > build-tsan.configure.log 2>&1 || (cat build-tsan.configure.log; exit 1)
+	@cmake --build --preset tsan -j $(JOBS) --target alloc_tests alloc_adaptor_tests alloc_c_api_test
+	@ctest --preset tsan -j $(JOBS)
+
 # libFuzzer needs clang; see README "Fuzzing".
 fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DGPUMEM_FUZZ=ON -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_BUILD_BENCH=OFF
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader fuzz_plan_csv
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader fuzz_plan_csv fuzz_allocator
 
 clean:
-	rm -rf $(BUILD_DIR) build-fuzz $(BUILD_DIR).configure.log
+	rm -rf $(BUILD_DIR) build-fuzz build-asan build-tsan *.configure.log
