@@ -15,13 +15,15 @@ struct Shared {
   CachingAllocator allocator{simulated_upstream(device)};
 };
 
-Shared* shared = nullptr;
+CachingAllocator& shared_allocator() {
+  static Shared shared;  // thread-safe initialization; lives to exit
+  return shared.allocator;
+}
 
 void BM_CachedAllocFree(benchmark::State& state) {
-  if (state.thread_index() == 0) shared = new Shared();
   const auto bytes = static_cast<std::size_t>(state.range(0));
+  CachingAllocator& a = shared_allocator();
   // Warm the cache: the first allocation reserves a segment.
-  CachingAllocator& a = shared->allocator;
   a.deallocate(a.allocate(bytes), bytes);
   for (auto _ : state) {
     void* p = a.allocate(bytes);
@@ -29,9 +31,6 @@ void BM_CachedAllocFree(benchmark::State& state) {
     a.deallocate(p, bytes);
   }
   state.SetItemsProcessed(state.iterations());
-  if (state.thread_index() == 0) {
-    // Other threads may still run; the next run's setup replaces it.
-  }
 }
 BENCHMARK(BM_CachedAllocFree)->Arg(4096)->Arg(8 << 20)->Threads(1)->Threads(2)->UseRealTime();
 

@@ -575,7 +575,7 @@ class CachingAllocator::Impl {
   const AllocatorConfig& config_;
   const TagTable& tags_;
   mutable std::mutex mutex_;
-  std::pmr::unsynchronized_pool_resource nodes_;  // free-index nodes
+  detail::NodePool nodes_;  // free-index nodes
   BlockArena arena_;
   detail::PointerMap<Block*> live_;
   std::vector<std::unique_ptr<StreamPools>> pools_;

@@ -14,10 +14,62 @@
 #include <cstdint>
 #include <memory_resource>
 #include <set>
+#include <vector>
+#include <algorithm>
 
 #include "alloc/blocks.h"
 
 namespace gpumem::alloc::detail {
+
+// Memory for the ordered set's nodes, which all have one size: a free list
+// over chunks, so insert and erase cost a pointer swap instead of a search
+// (std::pmr's pool resources look up the right pool on every call).
+class NodePool final : public std::pmr::memory_resource {
+ public:
+  NodePool() = default;
+  NodePool(const NodePool&) = delete;
+  NodePool& operator=(const NodePool&) = delete;
+  ~NodePool() override {
+    for (void* chunk : chunks_) ::operator delete(chunk);
+  }
+
+ private:
+  static constexpr std::size_t kPerChunk = 256;
+
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override {
+    if (node_size_ == 0) node_size_ = std::max(bytes, sizeof(void*));
+    if (bytes != node_size_ || alignment > alignof(std::max_align_t))
+      return std::pmr::new_delete_resource()->allocate(bytes, alignment);
+    if (!free_) refill();
+    void* p = free_;
+    free_ = *static_cast<void**>(free_);
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment) override {
+    if (bytes != node_size_ || alignment > alignof(std::max_align_t)) {
+      std::pmr::new_delete_resource()->deallocate(p, bytes, alignment);
+      return;
+    }
+    *static_cast<void**>(p) = free_;
+    free_ = p;
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+
+  void refill() {
+    const std::size_t stride = (node_size_ + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) *
+                               alignof(std::max_align_t);
+    auto* chunk = static_cast<char*>(::operator new(stride * kPerChunk));
+    chunks_.push_back(chunk);
+    for (std::size_t i = 0; i < kPerChunk; ++i) {
+      *reinterpret_cast<void**>(chunk + i * stride) = free_;
+      free_ = chunk + i * stride;
+    }
+  }
+
+  std::size_t node_size_ = 0;
+  void* free_ = nullptr;
+  std::vector<void*> chunks_;
+};
 
 class FreeIndex {
  public:

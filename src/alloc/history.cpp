@@ -48,9 +48,8 @@ std::string TagTable::name(TagId tag) const {
 
 History::History(std::size_t capacity) : ring_(capacity), start_ns_(now_ns()) {}
 
-void History::record(HistoryAction action, std::uint64_t address, std::uint64_t size,
+void History::append(HistoryAction action, std::uint64_t address, std::uint64_t size,
                      std::uint64_t requested, StreamId stream, TagId tag) {
-  if (ring_.empty()) return;
   ring_[total_ % ring_.size()] = {action, now_ns() - start_ns_, address, size, requested, stream, tag};
   ++total_;
 }

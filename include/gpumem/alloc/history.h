@@ -64,7 +64,9 @@ class History {
   explicit History(std::size_t capacity);
 
   void record(HistoryAction action, std::uint64_t address, std::uint64_t size,
-              std::uint64_t requested, StreamId stream, TagId tag);
+              std::uint64_t requested, StreamId stream, TagId tag) {
+    if (!ring_.empty()) append(action, address, size, requested, stream, tag);  // off: one compare
+  }
   // Oldest first.
   std::vector<HistoryEvent> events() const;
   std::size_t capacity() const noexcept { return ring_.size(); }
@@ -74,6 +76,9 @@ class History {
   void clear();
 
  private:
+  void append(HistoryAction action, std::uint64_t address, std::uint64_t size, std::uint64_t requested,
+              StreamId stream, TagId tag);
+
   std::vector<HistoryEvent> ring_;
   std::uint64_t total_ = 0;
   std::uint64_t start_ns_;
