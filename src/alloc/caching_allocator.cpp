@@ -625,17 +625,34 @@ void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, s
     largest += fmt::format("{}{} ({})", i ? ", " : "", format_bytes(live[i]->size),
                            tag.empty() ? std::string("untagged") : tag);
   }
+  // The same, grouped by tag: which part of the program holds the memory.
+  std::map<TagId, std::pair<std::size_t, std::size_t>> by_tag;  // bytes, count
+  for (Block* b : live) {
+    by_tag[b->tag].first += b->size;
+    ++by_tag[b->tag].second;
+  }
+  std::vector<std::pair<TagId, std::pair<std::size_t, std::size_t>>> groups(by_tag.begin(), by_tag.end());
+  std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::string grouped;
+  for (std::size_t i = 0; i < std::min<std::size_t>(groups.size(), 5); ++i) {
+    std::string tag = tags_.name(groups[i].first);
+    grouped += fmt::format("{}{} {} in {}", i ? ", " : "", tag.empty() ? std::string("untagged") : tag,
+                           format_bytes(groups[i].second.first), format_count(groups[i].second.second));
+  }
   const std::size_t allocated = static_cast<std::size_t>(stats_.allocated_bytes[kStatAll].current);
   const double fragmentation = total_free ? 1.0 - double(largest_free) / double(total_free) : 0.0;
   std::string message = fmt::format(
       "out of memory: tried to allocate {} on stream {}{}{}; capacity {}{}, allocated {}, reserved {} "
       "({} reserved but unallocated); largest free block {}; fragmentation {:.1f}% (1 - largest free / total free); "
-      "largest live allocations: {}",
+      "largest live allocations: {}; live by tag: {}",
       format_bytes(bytes), stream, why.empty() ? "" : ": ", why,
       up_.capacity ? format_bytes(up_.capacity) : std::string("unknown"),
       limit_ != SIZE_MAX ? fmt::format(" (reserved limit {})", format_bytes(limit_)) : std::string(),
       format_bytes(allocated), format_bytes(reserved()), format_bytes(reserved() - std::min(reserved(), allocated)),
-      format_bytes(largest_free), 100.0 * fragmentation, largest.empty() ? std::string("none") : largest);
+      format_bytes(largest_free), 100.0 * fragmentation, largest.empty() ? std::string("none") : largest,
+      grouped.empty() ? std::string("none") : grouped);
+  if (!config_.expandable_segments && reserved() - std::min(reserved(), allocated) >= bytes)
+    message += "; the memory exists but is fragmented: GPUMEM_ALLOC_CONF=expandable_segments:true avoids this";
   throw OutOfMemoryError(message, bytes);
 }
 

@@ -181,6 +181,8 @@ TEST(CachingAllocator, OutOfMemoryFreesCacheRetriesThenExplains) {
   EXPECT_NE(message.find("allocated 94.00 MiB"), std::string::npos) << message;
   EXPECT_NE(message.find("60.00 MiB (weights)"), std::string::npos) << message;
   EXPECT_NE(message.find("fragmentation"), std::string::npos) << message;
+  EXPECT_NE(message.find("live by tag: weights 60.00 MiB in 1, untagged 34.00 MiB in 1"), std::string::npos)
+      << message;
   EXPECT_EQ(stat(a, "num_ooms"), 1);
   a.deallocate(w, 60 * kMiB);
   a.deallocate(u, 34 * kMiB);
@@ -203,6 +205,7 @@ TEST(CachingAllocator, OutOfMemoryReportsFragmentation) {
   EXPECT_NE(message.find("4.00 MiB reserved but unallocated"), std::string::npos) << message;
   EXPECT_NE(message.find("largest free block 512.00 KiB"), std::string::npos) << message;
   EXPECT_NE(message.find("fragmentation 87.5%"), std::string::npos) << message;
+  EXPECT_NE(message.find("expandable_segments:true avoids this"), std::string::npos) << message;
 }
 
 TEST(CachingAllocator, ReservedLimitIsABudget) {
