@@ -297,6 +297,11 @@ SimulatedDeviceCounters SimulatedDevice::counters() const {
   return counters_;
 }
 
+std::size_t SimulatedDevice::physical_used() const {
+  std::lock_guard lock(mutex_);
+  return counters_.physical_used;
+}
+
 std::uint64_t SimulatedDevice::simulated_time_ns() const {
   std::lock_guard lock(mutex_);
   return time_ns_;

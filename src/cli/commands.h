@@ -11,5 +11,7 @@ using Action = std::function<int()>;
 
 Action add_inspect_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
+Action add_trace_command(CLI::App& app);
+Action add_replay_command(CLI::App& app);
 
 }  // namespace gpumem::cli

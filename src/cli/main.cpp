@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "gpumem 0.1.0");
   const gpumem::cli::Action inspect = gpumem::cli::add_inspect_command(app);
   const gpumem::cli::Action plan = gpumem::cli::add_plan_command(app);
+  const gpumem::cli::Action trace = gpumem::cli::add_trace_command(app);
+  const gpumem::cli::Action replay = gpumem::cli::add_replay_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -24,6 +26,8 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("inspect")) return inspect();
     if (app.got_subcommand("plan")) return plan();
+    if (app.got_subcommand("trace")) return trace();
+    if (app.got_subcommand("replay")) return replay();
   } catch (const gpumem::InputError& e) {
     std::fprintf(stderr, "gpumem: error: %s\n", e.what());
     return gpumem::kExitBadInput;

@@ -1,4 +1,5 @@
 // The gpumem binary as users run it: exit codes, one-line errors, JSON.
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -195,6 +196,75 @@ TEST(CliPlan, PlansAModelsActivations) {
   EXPECT_EQ(doc["arena_bytes"], doc["lower_bound_bytes"]);
   EXPECT_GT(doc["inplace_saved_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(doc["arena_without_inplace_bytes"], 9633792);  // inspect's peak
+}
+
+}  // namespace
+
+namespace {
+
+std::string trace_file(const std::string& name) {
+  return std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/" + name;
+}
+
+TEST(Cli, TraceStatsJsonOnARealTrace) {
+  const CliRun r = run("trace stats " + trace_file("resnet18_train.json") + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["schema_version"], 1);
+  EXPECT_EQ(doc["format"], "chrome-trace");
+  EXPECT_EQ(doc["peak_allocated_bytes"], doc["source_peak_allocated_bytes"]);
+  EXPECT_GT(doc["never_freed"]["allocations"].get<int>(), 0);
+}
+
+TEST(Cli, ReplayJsonNamesWherePoliciesRunOut) {
+  const CliRun all = run("replay " + trace_file("resnet18_train.json") + " --json --time-limit 1");
+  ASSERT_EQ(all.code, 0) << all.err;
+  const auto doc = nlohmann::json::parse(all.out);
+  EXPECT_EQ(doc["policies"].size(), 6u);
+  EXPECT_EQ(doc["lower_bound_bytes"], doc["peak_allocated_bytes"]);
+  for (const auto& p : doc["policies"]) {
+    EXPECT_GE(p["peak_reserved_bytes"].get<std::int64_t>(), doc["peak_allocated_bytes"].get<std::int64_t>());
+    EXPECT_TRUE(p["oom_at_event"].is_null());
+  }
+  const CliRun tight = run("replay " + trace_file("resnet18_train.json") +
+                           " --json --time-limit 0 --policy gpumem --policy bfc --capacity 64MiB");
+  ASSERT_EQ(tight.code, 0) << tight.err;
+  const auto t = nlohmann::json::parse(tight.out);
+  ASSERT_EQ(t["policies"].size(), 2u);
+  for (const auto& p : t["policies"]) EXPECT_TRUE(p["oom_at_event"].is_number()) << p.dump();
+  EXPECT_TRUE(t["optimal_arena_bytes"].is_null());
+}
+
+TEST(Cli, ReplayRejectsUnknownPoliciesAndBadFiles) {
+  const CliRun policy = run("replay " + trace_file("resnet18_train.json") + " --policy tcmalloc");
+  EXPECT_EQ(policy.code, 2);
+  EXPECT_NE(policy.err.find("unknown policy 'tcmalloc'"), std::string::npos) << policy.err;
+  const CliRun missing = run("replay /nonexistent/trace.json");
+  EXPECT_EQ(missing.code, 2);
+  const std::string junk = testing::TempDir() + "junk_trace.bin";
+  std::ofstream(junk) << "this is not a trace\n";
+  const CliRun bad = run("trace stats " + junk);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("byte 0: not a trace gpumem reads"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1);
+}
+
+TEST(Cli, ConvertedTraceIsAPlanningProblem) {
+  const std::string csv = testing::TempDir() + "resnet18_lifetimes.csv";
+  const CliRun convert = run("trace convert " + trace_file("resnet18_train.json") + " --to csv -o " + csv);
+  ASSERT_EQ(convert.code, 0) << convert.err;
+  const CliRun plan = run("plan " + csv + " --json --time-limit 1");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const auto doc = nlohmann::json::parse(plan.out);
+  const CliRun replay = run("replay " + trace_file("resnet18_train.json") + " --json --time-limit 0 --policy gpumem");
+  EXPECT_EQ(doc["lower_bound_bytes"], nlohmann::json::parse(replay.out)["lower_bound_bytes"]);
+  for (const char* to : {"pytorch", "perfetto", "jsonl"}) {
+    const std::string out = testing::TempDir() + "converted." + to;
+    const CliRun r = run("trace convert " + trace_file("transformer_train.json") + " --to " + to + " -o " + out);
+    EXPECT_EQ(r.code, 0) << to << ": " << r.err;
+    const CliRun back = run("trace stats " + out + " --json");
+    EXPECT_EQ(back.code, 0) << to << ": " << back.err;
+  }
 }
 
 }  // namespace

@@ -83,6 +83,9 @@ class SimulatedDevice final : public MemoryResource, public VirtualMemory, publi
   std::uint64_t completed(StreamId stream) const;
 
   SimulatedDeviceCounters counters() const;
+  // counters().physical_used without copying the rest (replay reads it
+  // after every allocation).
+  std::size_t physical_used() const;
   std::uint64_t simulated_time_ns() const;
   const SimulatedDeviceOptions& options() const noexcept { return options_; }
 

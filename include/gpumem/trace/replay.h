@@ -1,0 +1,66 @@
+#pragma once
+// `gpumem replay`: the trace's allocations, in order, on the simulated GPU
+// under allocator policies, against the best packing the planner finds for
+// the same lifetimes.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/trace.h"
+
+namespace gpumem::trace {
+
+// The policy names `--policy` takes, in the order reports list them:
+// gpumem, gpumem-expandable, pytorch, pytorch-expandable, bfc, rmm-pool.
+const std::vector<std::string>& policy_names();
+
+struct PolicyResult {
+  std::string name;
+  std::int64_t peak_reserved = 0;   // the most the device handed the policy
+  // The most trace bytes live while reservation stood at its peak.
+  std::int64_t allocated_at_peak = 0;
+  // 1 - allocated_at_peak / peak_reserved: the share of the peak
+  // reservation that never held anything.
+  double fragmentation_at_peak = 0;
+  std::uint64_t upstream_calls = 0;  // device allocate/free/map/unmap calls
+  std::optional<std::size_t> oom_at_event;  // first event the policy could not serve
+  std::string oom_message;
+  double seconds = 0;                // replay time
+};
+
+struct ReplayOptions {
+  std::vector<std::string> policies;  // empty: all
+  std::size_t capacity = 0;           // device bytes; 0: unlimited (1 PiB)
+  double optimal_time_limit = 5.0;    // seconds for the planner; 0 skips it
+  bool strict = false;
+  std::optional<std::int32_t> device; // default: busiest_device()
+};
+
+struct ReplayReport {
+  std::string source;
+  std::string format;
+  std::size_t events = 0;
+  std::int32_t device = 0;
+  std::size_t allocations = 0;
+  std::int64_t peak_allocated = 0;    // the trace's allocations only (no baseline)
+  std::size_t peak_event = 0;
+  std::int64_t lower_bound = 0;       // = peak_allocated: no packing does better
+  std::int64_t optimal_arena = 0;     // the planner's arena; 0 when skipped
+  bool optimal_proven = false;
+  double optimal_seconds = 0;
+  std::size_t capacity = 0;
+  Anomalies anomalies;
+  std::vector<PolicyResult> policies;
+};
+
+// Throws InputError for an unknown policy name (listing the known ones).
+ReplayReport replay(const Trace& trace, const ReplayOptions& options);
+
+// One policy over given lifetimes (for benchmarks and tests).
+PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const std::string& policy,
+                           std::size_t capacity);
+
+}  // namespace gpumem::trace

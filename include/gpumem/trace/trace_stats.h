@@ -1,0 +1,76 @@
+#pragma once
+// `gpumem trace stats`: what a trace says about memory. The peak and when,
+// the largest allocations, what was never freed (grouped by tag or stack),
+// and, when the trace repeats (training iterations, decoding steps), how the
+// memory left behind grows from one iteration to the next: the two shapes of
+// a leak users report are steady growth and a one-time step.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/trace.h"
+
+namespace gpumem::trace {
+
+struct ContextBytes {
+  std::string label;  // Context::label(), or "(no tag)"
+  std::uint64_t count = 0;
+  std::int64_t bytes = 0;
+};
+
+struct LargestAllocation {
+  std::size_t event = 0;
+  std::int64_t size = 0;
+  bool freed = false;
+  std::string label;
+};
+
+struct IterationReport {
+  bool repeats = false;
+  std::size_t period = 0;          // allocations per iteration
+  std::size_t first_allocation = 0;  // where the first iteration starts
+  std::size_t iterations = 0;      // complete iterations seen
+  // Bytes still live (trace allocations, baseline included) at the end of
+  // each iteration.
+  std::vector<std::int64_t> live_after;
+  std::string shape;               // "flat", "steady growth", "step"
+  std::int64_t growth_per_iteration = 0;  // steady: the mean; step: the step
+  std::size_t step_iteration = 0;  // step: the iteration (0-based) after which it grew
+};
+
+struct TraceStats {
+  std::string format;
+  std::size_t events = 0;
+  std::map<std::string, std::uint64_t> actions;  // action name -> events
+  std::int32_t device = 0;
+  std::size_t allocations = 0;
+  std::size_t frees = 0;
+  std::int64_t allocated_bytes_total = 0;  // sum of allocation sizes
+  std::int64_t baseline = 0;
+  std::int64_t peak_allocated = 0;         // baseline included
+  std::size_t peak_event = 0;
+  std::int64_t peak_time_ns = kUnknown;
+  std::int64_t start_time_ns = kUnknown;  // the first event's time
+  // The source's own largest "Total Allocated", when it reports one.
+  std::int64_t source_peak_allocated = kUnknown;
+  std::vector<LargestAllocation> largest;  // up to 10
+  std::uint64_t never_freed = 0;
+  std::int64_t never_freed_bytes = 0;
+  std::vector<ContextBytes> never_freed_by_context;  // largest first, up to 10
+  IterationReport iterations;
+  Anomalies anomalies;
+  std::vector<std::string> warnings;  // the reader's
+};
+
+TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes);
+
+// Finds the repetition in a sequence of allocation keys (size and context of
+// each allocation, in order): the smallest period p such that key i equals
+// key i + p for at least 90% of the checked positions, with at least two full
+// periods. 0 when there is none.
+std::size_t find_period(const std::vector<std::uint64_t>& keys);
+
+}  // namespace gpumem::trace

@@ -1,0 +1,65 @@
+// `gpumem replay TRACE [--policy NAME ...] [--capacity BYTES] [--json]`.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "gpumem/common/error.h"
+#include "gpumem/common/units.h"
+#include "gpumem/report/trace_report.h"
+#include "gpumem/trace/replay.h"
+
+namespace gpumem::cli {
+
+Action add_replay_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "replay", "Replay a trace's allocations under allocator policies, against the best possible packing");
+  struct Args {
+    std::string input;
+    std::vector<std::string> policies;
+    std::string capacity;
+    bool json = false;
+    bool strict = false;
+    double time_limit = 5.0;
+    int device = -2;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("TRACE", args->input, "Any trace gpumem reads (see `gpumem trace stats`)")->required();
+  cmd->add_option("--policy", args->policies,
+                  "gpumem | gpumem-expandable | pytorch | pytorch-expandable | bfc | rmm-pool (repeatable; default: all)");
+  cmd->add_option("--capacity", args->capacity, "Device memory (e.g. 80GiB): report where each policy runs out");
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+  cmd->add_flag("--strict", args->strict, "Fail on the first event that makes no sense instead of skipping it");
+  cmd->add_option("--time-limit", args->time_limit, "Seconds for the planner's optimum (0 skips it; default 5)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "Device to replay (default: the one with the most allocations)");
+
+  return [args]() {
+    trace::ReadOptions read;
+    read.strict = args->strict;
+    const trace::Trace t = trace::read_trace(args->input, read);
+    trace::ReplayOptions options;
+    options.policies = args->policies;
+    options.strict = args->strict;
+    options.optimal_time_limit = args->time_limit;
+    if (args->device != -2) options.device = args->device;
+    if (!args->capacity.empty()) {
+      auto bytes = parse_bytes(args->capacity);
+      if (!bytes || *bytes == 0)
+        throw InputError(fmt::format("--capacity: '{}' is not a byte count (e.g. 80GiB)", printable(args->capacity)));
+      options.capacity = *bytes;
+    }
+    const trace::ReplayReport report = trace::replay(t, options);
+    if (args->json) std::printf("%s\n", replay_to_json(report).dump(2).c_str());
+    else {
+      for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
+      std::fputs(render_replay_text(report).c_str(), stdout);
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace gpumem::cli

@@ -1,0 +1,70 @@
+// `gpumem trace stats TRACE` and `gpumem trace convert TRACE --to FORMAT -o OUT`.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
+#include "gpumem/plan/csv.h"
+#include "gpumem/report/trace_report.h"
+#include "gpumem/trace/formats.h"
+#include "gpumem/trace/lifetimes.h"
+
+namespace gpumem::cli {
+
+Action add_trace_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("trace", "Read memory traces: statistics and conversions");
+  cmd->require_subcommand(1);
+  struct Args {
+    std::string input;
+    bool json = false;
+    bool strict = false;
+    int device = -2;  // -2: the busiest device
+    std::string to;
+    std::string out;
+  };
+  auto args = std::make_shared<Args>();
+  auto* stats = cmd->add_subcommand("stats", "Peak, largest and never-freed allocations, growth per iteration");
+  stats->add_option("TRACE", args->input, "PyTorch snapshot pickle, torch.profiler JSON, RMM log, gpumem history or MiniMalloc CSV")
+      ->required();
+  stats->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+  stats->add_flag("--strict", args->strict, "Fail on the first event that makes no sense instead of skipping it");
+  stats->add_option("--device", args->device, "Device to analyse (default: the one with the most allocations)");
+  auto* convert = cmd->add_subcommand("convert", "Write the trace in another format");
+  convert->add_option("TRACE", args->input, "Any trace gpumem reads")->required();
+  convert->add_option("--to", args->to, "pytorch | perfetto | csv | jsonl")
+      ->required()
+      ->check(CLI::IsMember({"pytorch", "perfetto", "csv", "jsonl"}));
+  convert->add_option("-o,--out", args->out, "Output file (written atomically)")->required();
+  convert->add_flag("--strict", args->strict, "Fail on damaged records instead of skipping them");
+  convert->add_option("--device", args->device, "csv: the device whose allocations to write (default: busiest)");
+
+  return [args, stats]() {
+    trace::ReadOptions read;
+    read.strict = args->strict;
+    const trace::Trace t = trace::read_trace(args->input, read);
+    const std::int32_t device = args->device == -2 ? trace::busiest_device(t) : args->device;
+    if (stats->parsed()) {
+      const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, device, args->strict);
+      const trace::TraceStats s = trace::trace_stats(t, lifetimes);
+      if (args->json) std::printf("%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
+      else std::fputs(render_trace_stats_text(s, args->input).c_str(), stdout);
+      return kExitOk;
+    }
+    std::ostringstream out;
+    if (args->to == "pytorch") trace::write_pytorch_snapshot(t, out);
+    else if (args->to == "perfetto") trace::write_perfetto(t, out);
+    else if (args->to == "jsonl") trace::write_history(t, out);
+    else out << plan::write_csv(trace::to_problem(trace::extract_lifetimes(t, device, args->strict), t.events.size()), {});
+    write_file_atomically(args->out, out.str());
+    std::fprintf(stderr, "gpumem: wrote %s (%s, %zu events)\n", args->out.c_str(), args->to.c_str(), t.events.size());
+    for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
+    return kExitOk;
+  };
+}
+
+}  // namespace gpumem::cli

@@ -1,0 +1,188 @@
+// Text and JSON for `gpumem trace stats` and `gpumem replay`.
+#include "gpumem/report/trace_report.h"
+
+#include <fmt/format.h>
+
+#include "gpumem/common/units.h"
+
+namespace gpumem {
+namespace {
+
+std::string bytes(std::int64_t n) { return format_bytes(static_cast<std::uint64_t>(n < 0 ? 0 : n)); }
+std::string count(std::uint64_t n) { return format_count(n); }
+
+nlohmann::ordered_json anomalies_json(const trace::Anomalies& a) {
+  return {{"unknown_frees", a.unknown_frees},
+          {"double_frees", a.double_frees},
+          {"live_address_allocations", a.live_address_allocs},
+          {"negative_sizes", a.negative_sizes},
+          {"examples", a.examples}};
+}
+
+void anomalies_text(std::string& out, const trace::Anomalies& a) {
+  if (a.total() == 0) return;
+  out += fmt::format("Skipped {} events that make no sense (--strict fails on the first):\n", count(a.total()));
+  if (a.unknown_frees) out += fmt::format("  {} frees of addresses the trace never allocated\n", count(a.unknown_frees));
+  if (a.double_frees) out += fmt::format("  {} double frees\n", count(a.double_frees));
+  if (a.live_address_allocs)
+    out += fmt::format("  {} allocations at an address still live\n", count(a.live_address_allocs));
+  if (a.negative_sizes) out += fmt::format("  {} negative sizes\n", count(a.negative_sizes));
+  for (const std::string& e : a.examples) out += "  e.g. " + e + "\n";
+}
+
+std::string event_time(std::size_t event, std::int64_t time_ns) {
+  if (time_ns == trace::kUnknown) return fmt::format("event {}", count(event));
+  return fmt::format("event {} ({:.3f} ms into the trace)", count(event), double(time_ns) / 1e6);
+}
+
+}  // namespace
+
+std::string render_trace_stats_text(const trace::TraceStats& s, const std::string& source) {
+  std::string out = fmt::format("Trace {} ({}): {} events, device {}\n", source, s.format, count(s.events), s.device);
+  for (const std::string& w : s.warnings) out += "warning: " + w + "\n";
+  std::string actions;
+  for (const auto& [name, n] : s.actions) actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", name, count(n));
+  out += "  " + actions + "\n";
+  out += fmt::format("Allocations: {} ({} in all), {} freed\n", count(s.allocations), bytes(s.allocated_bytes_total),
+                     count(s.frees));
+  out += fmt::format("Peak allocated: {} at {}", bytes(s.peak_allocated),
+                     event_time(s.peak_event, s.peak_time_ns == trace::kUnknown || s.start_time_ns == trace::kUnknown
+                                                  ? trace::kUnknown
+                                                  : s.peak_time_ns - s.start_time_ns));
+  if (s.baseline) out += fmt::format(" (of which {} allocated before the trace began)", bytes(s.baseline));
+  out += "\n";
+  if (s.source_peak_allocated != trace::kUnknown)
+    out += fmt::format("  the trace's own largest running total: {}\n", bytes(s.source_peak_allocated));
+  if (!s.largest.empty()) {
+    out += "Largest allocations:\n";
+    for (const auto& l : s.largest)
+      out += fmt::format("  {:>12}  event {:>10}  {}  {}\n", bytes(l.size), count(l.event), l.freed ? "freed " : "LIVE  ",
+                         l.label);
+  }
+  out += fmt::format("Never freed: {} allocations, {}\n", count(s.never_freed), bytes(s.never_freed_bytes));
+  for (const auto& c : s.never_freed_by_context)
+    out += fmt::format("  {:>12} in {:>8}  {}\n", bytes(c.bytes), count(c.count), c.label);
+  const trace::IterationReport& it = s.iterations;
+  if (it.repeats) {
+    out += fmt::format("Iterations: the trace repeats every {} allocations; {} complete iterations\n", count(it.period),
+                       count(it.iterations));
+    std::string levels;
+    for (std::int64_t v : it.live_after) levels += (levels.empty() ? "" : ", ") + bytes(v);
+    out += "  live after each: " + levels + "\n";
+    if (it.shape == "steady growth")
+      out += fmt::format("  steady growth: {} more per iteration (a leak that grows every step)\n",
+                         bytes(it.growth_per_iteration));
+    else if (it.shape == "step")
+      out += fmt::format("  a step: {} more after iteration {}, then flat\n", bytes(it.growth_per_iteration),
+                         it.step_iteration + 1);
+    else
+      out += "  flat: nothing accumulates from one iteration to the next\n";
+  } else {
+    out += "Iterations: no repetition found\n";
+  }
+  anomalies_text(out, s.anomalies);
+  return out;
+}
+
+nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std::string& source) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = kTraceStatsSchemaVersion;
+  j["trace"] = source;
+  j["format"] = s.format;
+  j["events"] = s.events;
+  j["actions"] = s.actions;
+  j["device"] = s.device;
+  j["allocations"] = s.allocations;
+  j["frees"] = s.frees;
+  j["allocated_bytes_total"] = s.allocated_bytes_total;
+  j["baseline_bytes"] = s.baseline;
+  j["peak_allocated_bytes"] = s.peak_allocated;
+  j["peak_event"] = s.peak_event;
+  j["peak_time_ns"] = s.peak_time_ns == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(s.peak_time_ns);
+  j["source_peak_allocated_bytes"] =
+      s.source_peak_allocated == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(s.source_peak_allocated);
+  auto& largest = j["largest_allocations"] = nlohmann::ordered_json::array();
+  for (const auto& l : s.largest)
+    largest.push_back({{"event", l.event}, {"size_bytes", l.size}, {"freed", l.freed}, {"context", l.label}});
+  j["never_freed"] = {{"allocations", s.never_freed}, {"bytes", s.never_freed_bytes}};
+  auto& by = j["never_freed"]["by_context"] = nlohmann::ordered_json::array();
+  for (const auto& c : s.never_freed_by_context)
+    by.push_back({{"context", c.label}, {"allocations", c.count}, {"bytes", c.bytes}});
+  const trace::IterationReport& it = s.iterations;
+  if (it.repeats) {
+    j["iterations"] = {{"period_allocations", it.period},
+                       {"count", it.iterations},
+                       {"live_bytes_after", it.live_after},
+                       {"shape", it.shape},
+                       {"growth_bytes", it.growth_per_iteration}};
+    if (it.shape == "step") j["iterations"]["step_after_iteration"] = it.step_iteration + 1;
+  } else {
+    j["iterations"] = nullptr;
+  }
+  j["skipped"] = anomalies_json(s.anomalies);
+  j["warnings"] = s.warnings;
+  return j;
+}
+
+std::string render_replay_text(const trace::ReplayReport& r) {
+  std::string out = fmt::format("Replay of {} ({}): {} events, {} allocations on device {}\n", r.source, r.format,
+                                count(r.events), count(r.allocations), r.device);
+  out += fmt::format("Peak allocated {} at event {}; the best packing needs at least {}", bytes(r.peak_allocated),
+                     count(r.peak_event), bytes(r.lower_bound));
+  if (r.optimal_arena)
+    out += fmt::format("; the planner packs it in {} ({}, {:.2f} s)", bytes(r.optimal_arena),
+                       r.optimal_proven ? "optimal, proven" : "best found", r.optimal_seconds);
+  out += "\n";
+  if (r.capacity) out += fmt::format("Device capacity: {}\n", bytes(static_cast<std::int64_t>(r.capacity)));
+  out += "\n";
+  out += fmt::format("{:<20} {:>12} {:>10} {:>13} {:>10} {:>10}  {}\n", "policy", "peak reserved", "reserved/",
+                     "fragmentation", "vs best", "device", r.capacity ? "out of memory" : "");
+  out += fmt::format("{:<20} {:>12} {:>10} {:>13} {:>10} {:>10}\n", "", "", "allocated", "at peak", "packing", "calls");
+  auto row = [&](const std::string& name, std::int64_t reserved, double frag, std::uint64_t calls, std::string oom) {
+    const double ratio = r.peak_allocated ? double(reserved) / double(r.peak_allocated) : 0.0;
+    const std::int64_t best = r.optimal_arena ? r.optimal_arena : r.lower_bound;
+    std::string vs = best ? fmt::format("{:+.1f}%", 100.0 * (double(reserved) - double(best)) / double(best)) : "";
+    out += fmt::format("{:<20} {:>12} {:>10.3f} {:>12.1f}% {:>10} {:>10}  {}\n", name, bytes(reserved), ratio,
+                       100.0 * frag, vs, calls == UINT64_MAX ? std::string("-") : count(calls), oom);
+  };
+  for (const auto& p : r.policies)
+    row(p.name, p.peak_reserved, p.fragmentation_at_peak, p.upstream_calls,
+        p.oom_at_event ? fmt::format("at event {}", count(*p.oom_at_event)) : (r.capacity ? "fits" : ""));
+  if (r.optimal_arena)
+    row(r.optimal_proven ? "optimal" : "optimal (best found)", r.optimal_arena,
+        1.0 - double(r.peak_allocated) / double(r.optimal_arena), UINT64_MAX,
+        r.capacity ? (static_cast<std::size_t>(r.optimal_arena) <= r.capacity ? "fits" : "does not fit") : "");
+  out += "\n";
+  anomalies_text(out, r.anomalies);
+  return out;
+}
+
+nlohmann::ordered_json replay_to_json(const trace::ReplayReport& r) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = kReplaySchemaVersion;
+  j["trace"] = r.source;
+  j["format"] = r.format;
+  j["events"] = r.events;
+  j["device"] = r.device;
+  j["allocations"] = r.allocations;
+  j["capacity_bytes"] = r.capacity ? nlohmann::ordered_json(r.capacity) : nlohmann::ordered_json();
+  j["peak_allocated_bytes"] = r.peak_allocated;
+  j["peak_allocated_event"] = r.peak_event;
+  j["lower_bound_bytes"] = r.lower_bound;
+  j["optimal_arena_bytes"] = r.optimal_arena ? nlohmann::ordered_json(r.optimal_arena) : nlohmann::ordered_json();
+  j["optimal_proven"] = r.optimal_proven;
+  auto& policies = j["policies"] = nlohmann::ordered_json::array();
+  for (const auto& p : r.policies) {
+    policies.push_back({{"name", p.name},
+                        {"peak_reserved_bytes", p.peak_reserved},
+                        {"allocated_at_peak_bytes", p.allocated_at_peak},
+                        {"fragmentation_at_peak", p.fragmentation_at_peak},
+                        {"upstream_calls", p.upstream_calls},
+                        {"oom_at_event", p.oom_at_event ? nlohmann::ordered_json(*p.oom_at_event) : nlohmann::ordered_json()},
+                        {"replay_seconds", p.seconds}});
+  }
+  j["skipped"] = anomalies_json(r.anomalies);
+  return j;
+}
+
+}  // namespace gpumem

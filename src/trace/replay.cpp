@@ -1,0 +1,180 @@
+// Replaying a trace's allocations under allocator policies, and the
+// planner's best packing of the same lifetimes.
+#include "gpumem/trace/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "gpumem/alloc/bfc_allocator.h"
+#include "gpumem/alloc/caching_allocator.h"
+#include "gpumem/alloc/pool_resource.h"
+#include "gpumem/alloc/simulated_device.h"
+#include "gpumem/common/error.h"
+#include "gpumem/plan/solver.h"
+
+namespace gpumem::trace {
+namespace {
+
+using alloc::AllocatorConfig;
+using alloc::CachingAllocator;
+using alloc::MemoryResource;
+using alloc::SimulatedDevice;
+
+// "Unlimited": more than any device, small enough that an expandable
+// range's per-granule table stays a few MiB.
+constexpr std::size_t kUnlimited = std::size_t{2} << 40;
+
+std::unique_ptr<MemoryResource> make_policy(const std::string& name, SimulatedDevice& device) {
+  auto caching = [&](const char* config) {
+    return std::make_unique<CachingAllocator>(alloc::simulated_upstream(device), alloc::parse_allocator_config(config));
+  };
+  if (name == "gpumem") return caching("");
+  if (name == "gpumem-expandable") return caching("expandable_segments:true");
+  if (name == "pytorch") return caching("preset:pytorch");
+  if (name == "pytorch-expandable") return caching("preset:pytorch,expandable_segments:true");
+  // TensorFlow's BFC with allow_growth, limited by the device.
+  if (name == "bfc") return std::make_unique<alloc::BfcAllocator>(device, alloc::BfcOptions{});
+  // RMM's pool, growing on demand (current RMM makes the initial size the
+  // caller's choice; starting empty charges the pool only what it needs).
+  if (name == "rmm-pool") return std::make_unique<alloc::PoolResource>(device, alloc::PoolResourceOptions{});
+  std::string known;
+  for (const std::string& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError(fmt::format("--policy: unknown policy '{}' (known: {})", printable(name), known));
+}
+
+// One step of the replay: an allocation or the free of one.
+struct Step {
+  std::uint32_t allocation;
+  bool free;
+};
+
+std::vector<Step> steps_of(const Lifetimes& lifetimes, std::size_t events) {
+  // Bucket by event index: each event is at most one step.
+  std::vector<std::int64_t> at(events, -1);
+  std::vector<bool> is_free(events, false);
+  for (std::size_t i = 0; i < lifetimes.allocations.size(); ++i) {
+    const Allocation& a = lifetimes.allocations[i];
+    at[a.alloc_event] = static_cast<std::int64_t>(i);
+    if (a.free_event != kNeverFreed) {
+      at[a.free_event] = static_cast<std::int64_t>(i);
+      is_free[a.free_event] = true;
+    }
+  }
+  std::vector<Step> steps;
+  steps.reserve(lifetimes.allocations.size() * 2);
+  for (std::size_t e = 0; e < events; ++e)
+    if (at[e] >= 0) steps.push_back({static_cast<std::uint32_t>(at[e]), is_free[e]});
+  return steps;
+}
+
+PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, const std::string& name,
+                 std::size_t capacity) {
+  PolicyResult r;
+  r.name = name;
+  auto start = std::chrono::steady_clock::now();
+  SimulatedDevice device({.capacity = capacity ? capacity : kUnlimited});
+  {
+    std::unique_ptr<MemoryResource> policy = make_policy(name, device);
+    std::vector<void*> ptrs(lifetimes.allocations.size(), nullptr);
+    std::int64_t live = 0;
+    std::size_t peak = 0;
+    for (const Step& s : steps) {
+      const Allocation& a = lifetimes.allocations[s.allocation];
+      const auto bytes = static_cast<std::size_t>(a.size);
+      if (s.free) {
+        policy->deallocate(ptrs[s.allocation], bytes, a.stream);
+        ptrs[s.allocation] = nullptr;
+        live -= a.size;
+        continue;
+      }
+      try {
+        ptrs[s.allocation] = policy->allocate(bytes, a.stream);
+      } catch (const alloc::OutOfMemoryError& e) {
+        r.oom_at_event = a.alloc_event;
+        r.oom_message = e.what();
+        break;
+      }
+      live += a.size;
+      // While reservation stays at its peak, the most it held is what
+      // counts: a cache reserved early fills up later.
+      std::size_t reserved = device.physical_used();
+      if (reserved > peak) {
+        peak = reserved;
+        r.allocated_at_peak = live;
+      } else if (reserved == peak && live > r.allocated_at_peak) {
+        r.allocated_at_peak = live;
+      }
+    }
+    r.peak_reserved = static_cast<std::int64_t>(peak);
+    r.fragmentation_at_peak = peak ? 1.0 - double(r.allocated_at_peak) / double(peak) : 0.0;
+    // Frees left for the policy's destructor are not the trace's: count the
+    // calls made while replaying.
+    r.upstream_calls = device.counters().upstream_calls();
+    for (std::size_t i = 0; i < ptrs.size(); ++i)
+      if (ptrs[i]) policy->deallocate(ptrs[i], static_cast<std::size_t>(lifetimes.allocations[i].size),
+                                      lifetimes.allocations[i].stream);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace
+
+const std::vector<std::string>& policy_names() {
+  static const std::vector<std::string> names = {"gpumem", "gpumem-expandable", "pytorch",
+                                                 "pytorch-expandable", "bfc", "rmm-pool"};
+  return names;
+}
+
+PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const std::string& policy,
+                           std::size_t capacity) {
+  return run(lifetimes, steps_of(lifetimes, trace.events.size()), policy, capacity);
+}
+
+ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
+  // Unknown names fail before any work.
+  std::vector<std::string> names = options.policies.empty() ? policy_names() : options.policies;
+  for (const std::string& n : names)
+    if (std::find(policy_names().begin(), policy_names().end(), n) == policy_names().end()) {
+      SimulatedDevice probe({.capacity = 1 << 20});
+      make_policy(n, probe);  // throws the message listing the known names
+    }
+
+  ReplayReport report;
+  report.source = trace.source;
+  report.format = trace.format;
+  report.events = trace.events.size();
+  report.capacity = options.capacity;
+  report.device = options.device ? *options.device : busiest_device(trace);
+  Lifetimes lifetimes = extract_lifetimes(trace, report.device, options.strict);
+  report.anomalies = lifetimes.anomalies;
+  report.allocations = lifetimes.allocations.size();
+
+  const plan::Problem problem = to_problem(lifetimes, trace.events.size());
+  report.lower_bound = plan::lower_bound(problem);
+  report.peak_allocated = report.lower_bound;
+
+  const std::vector<Step> steps = steps_of(lifetimes, trace.events.size());
+  std::int64_t live = 0;
+  for (const Step& s : steps) {
+    const Allocation& a = lifetimes.allocations[s.allocation];
+    live += s.free ? -a.size : a.size;
+    if (!s.free && live == report.peak_allocated && report.peak_event == 0) report.peak_event = a.alloc_event;
+  }
+  for (const std::string& n : names) report.policies.push_back(run(lifetimes, steps, n, options.capacity));
+
+  if (options.optimal_time_limit > 0 && !problem.buffers.empty()) {
+    plan::SolveOptions solve;
+    solve.time_limit_seconds = options.optimal_time_limit;
+    plan::SolveResult best = plan::solve(problem, solve);
+    report.optimal_arena = best.plan.arena;
+    report.optimal_proven = best.optimal;
+    report.optimal_seconds = best.seconds;
+  }
+  return report;
+}
+
+}  // namespace gpumem::trace

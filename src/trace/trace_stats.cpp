@@ -1,0 +1,183 @@
+// Statistics of a trace, and the leak shape across iterations.
+#include "gpumem/trace/trace_stats.h"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+namespace gpumem::trace {
+namespace {
+
+std::string label_of(const Trace& trace, std::uint32_t context) {
+  std::string label = context < trace.contexts.size() ? trace.contexts[context].label() : std::string();
+  return label.empty() ? std::string("(no tag)") : label;
+}
+
+std::uint64_t key_of(const Allocation& a) {
+  return static_cast<std::uint64_t>(a.size) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t{a.context} << 1);
+}
+
+// Classifies the live bytes left after each iteration. Small changes (under
+// 1% of the level and 1 MiB... whichever is larger) count as flat.
+void classify(IterationReport& r) {
+  if (r.live_after.size() < 2) {
+    r.shape = "flat";
+    return;
+  }
+  std::vector<std::int64_t> deltas;
+  for (std::size_t i = 1; i < r.live_after.size(); ++i) deltas.push_back(r.live_after[i] - r.live_after[i - 1]);
+  const std::int64_t level = std::max<std::int64_t>(r.live_after.front(), 1);
+  const std::int64_t noise = std::max<std::int64_t>(level / 100, 1);
+  std::size_t growing = 0;
+  std::size_t biggest = 0;
+  for (std::size_t i = 0; i < deltas.size(); ++i) {
+    if (deltas[i] > noise) ++growing;
+    if (deltas[i] > deltas[biggest]) biggest = i;
+  }
+  const std::int64_t total = r.live_after.back() - r.live_after.front();
+  if (total <= noise) {
+    r.shape = "flat";
+  } else if (growing * 2 >= deltas.size() && deltas.size() >= 2) {
+    r.shape = "steady growth";
+    r.growth_per_iteration = total / static_cast<std::int64_t>(deltas.size());
+  } else {
+    r.shape = "step";
+    r.growth_per_iteration = deltas[biggest];
+    r.step_iteration = biggest;
+  }
+}
+
+}  // namespace
+
+std::size_t find_period(const std::vector<std::uint64_t>& keys) {
+  const std::size_t n = keys.size();
+  if (n < 4) return 0;
+  // Candidate periods: distances back from the middle key to earlier
+  // occurrences of it (the middle, not the first: traces start with one-off
+  // set-up allocations). Checking a sample of positions keeps this linear.
+  const std::size_t mid = n / 2, checks = 2000;
+  std::size_t tried = 0;
+  for (std::size_t j = mid; j-- > 0 && tried < 200;) {
+    if (keys[j] != keys[mid]) continue;
+    ++tried;
+    const std::size_t p = mid - j;
+    if (p * 2 > n) break;
+    // Everything after the first third must repeat: the first iteration
+    // often differs (gradients and optimizer state are allocated once), and
+    // a short pattern inside an iteration (identical layers) does not
+    // repeat across the whole rest of the trace.
+    const std::size_t begin = n / 3, span = n - p - begin;
+    const std::size_t step = std::max<std::size_t>(span / checks, 1);
+    std::size_t same = 0, total = 0;
+    for (std::size_t i = begin; i < n - p; i += step, ++total) same += keys[i] == keys[i + p];
+    if (same * 10 >= total * 9) return p;
+  }
+  return 0;
+}
+
+TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
+  TraceStats s;
+  s.format = trace.format;
+  s.events = trace.events.size();
+  s.device = lifetimes.device;
+  s.anomalies = lifetimes.anomalies;
+  s.warnings = trace.warnings;
+  s.baseline = lifetimes.baseline;
+  if (!trace.events.empty()) s.start_time_ns = trace.events.front().time_ns;
+  for (const Event& e : trace.events) {
+    ++s.actions[action_name(e.action)];
+    if (e.device == lifetimes.device && e.total_allocated != kUnknown)
+      s.source_peak_allocated = std::max(s.source_peak_allocated, e.total_allocated);
+  }
+  s.allocations = lifetimes.allocations.size();
+
+  // Walk the events once: +size at an allocation, -size at its free, and the
+  // baseline's own frees.
+  std::vector<std::int64_t> delta_at(trace.events.size() + 1, 0);
+  for (const Allocation& a : lifetimes.allocations) {
+    delta_at[a.alloc_event] += a.size;
+    if (a.free_event != kNeverFreed) {
+      delta_at[a.free_event] -= a.size;
+      ++s.frees;
+    }
+    s.allocated_bytes_total += a.size;
+  }
+  for (auto [event, bytes] : lifetimes.baseline_frees) delta_at[event] -= bytes;
+  std::int64_t live = lifetimes.baseline;
+  s.peak_allocated = live;
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    live += delta_at[i];
+    if (live > s.peak_allocated) {
+      s.peak_allocated = live;
+      s.peak_event = i;
+      s.peak_time_ns = trace.events[i].time_ns;
+    }
+  }
+
+  // Largest allocations.
+  std::vector<const Allocation*> by_size;
+  for (const Allocation& a : lifetimes.allocations) by_size.push_back(&a);
+  std::size_t shown = std::min<std::size_t>(by_size.size(), 10);
+  std::partial_sort(by_size.begin(), by_size.begin() + static_cast<long>(shown), by_size.end(),
+                    [](const Allocation* a, const Allocation* b) {
+                      return a->size != b->size ? a->size > b->size : a->alloc_event < b->alloc_event;
+                    });
+  for (std::size_t i = 0; i < shown; ++i)
+    s.largest.push_back({by_size[i]->alloc_event, by_size[i]->size, by_size[i]->free_event != kNeverFreed,
+                         label_of(trace, by_size[i]->context)});
+
+  // Never freed, by context.
+  std::unordered_map<std::uint32_t, ContextBytes> leaks;
+  for (const Allocation& a : lifetimes.allocations) {
+    if (a.free_event != kNeverFreed) continue;
+    ++s.never_freed;
+    s.never_freed_bytes += a.size;
+    ContextBytes& c = leaks[a.context];
+    ++c.count;
+    c.bytes += a.size;
+  }
+  for (auto& [context, c] : leaks) {
+    c.label = label_of(trace, context);
+    s.never_freed_by_context.push_back(c);
+  }
+  std::sort(s.never_freed_by_context.begin(), s.never_freed_by_context.end(),
+            [](const ContextBytes& a, const ContextBytes& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.label < b.label; });
+  if (s.never_freed_by_context.size() > 10) s.never_freed_by_context.resize(10);
+
+  // Iterations.
+  std::vector<std::uint64_t> keys;
+  keys.reserve(lifetimes.allocations.size());
+  for (const Allocation& a : lifetimes.allocations) keys.push_back(key_of(a));
+  IterationReport& r = s.iterations;
+  r.period = find_period(keys);
+  if (r.period) {
+    r.repeats = true;
+    // Where the repetition starts: after any one-off set-up allocations.
+    std::size_t first = 0;
+    while (first + r.period + 1 < keys.size() &&
+           !(keys[first] == keys[first + r.period] && keys[first + 1] == keys[first + 1 + r.period]))
+      ++first;
+    r.first_allocation = first;
+    r.iterations = (lifetimes.allocations.size() - first) / r.period;
+    // Live bytes just before the first allocation of each next iteration
+    // (and at the end of the trace for the last).
+    std::vector<std::int64_t> live_before(trace.events.size() + 1);
+    std::int64_t running = lifetimes.baseline;
+    for (std::size_t i = 0; i < trace.events.size(); ++i) {
+      live_before[i] = running;
+      running += delta_at[i];
+    }
+    live_before[trace.events.size()] = running;
+    for (std::size_t k = 1; k <= r.iterations; ++k) {
+      const std::size_t next = first + k * r.period;
+      const std::size_t boundary =
+          next < lifetimes.allocations.size() ? lifetimes.allocations[next].alloc_event : trace.events.size();
+      r.live_after.push_back(live_before[boundary]);
+    }
+  }
+  if (r.iterations < 2) r = IterationReport{};  // one iteration shows no growth
+  classify(r);
+  return s;
+}
+
+}  // namespace gpumem::trace

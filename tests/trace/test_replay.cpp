@@ -1,0 +1,111 @@
+// Replaying traces under allocator policies, and the optimum.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/trace/replay.h"
+
+namespace gpumem::trace {
+namespace {
+
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+
+// A training-like trace: persistent weights, then iterations whose
+// activations vary in size (dynamic shapes) and die in reverse order.
+Trace dynamic_training_trace(int iterations, std::uint64_t seed) {
+  Trace t;
+  t.source = "synthetic";
+  t.format = "test";
+  std::mt19937_64 rng(seed);
+  std::uint64_t next = 1;
+  auto alloc = [&](std::int64_t size) {
+    Event e;
+    e.action = Action::kAlloc;
+    e.address = (next++) << 24;
+    e.size = size;
+    t.events.push_back(e);
+    return e.address;
+  };
+  auto free = [&](std::uint64_t address, std::int64_t size) {
+    Event e;
+    e.action = Action::kFreeCompleted;
+    e.address = address;
+    e.size = size;
+    t.events.push_back(e);
+  };
+  for (int w = 0; w < 20; ++w) alloc(4 * kMiB + w * 4096);
+  for (int it = 0; it < iterations; ++it) {
+    const std::int64_t scale = 1 + static_cast<std::int64_t>(rng() % 8);
+    std::vector<std::pair<std::uint64_t, std::int64_t>> saved;
+    for (int layer = 0; layer < 24; ++layer) {
+      std::int64_t size = scale * (kMiB / 2 + layer * 65536) + static_cast<std::int64_t>(rng() % 4096);
+      saved.emplace_back(alloc(size), size);
+      std::int64_t tmp_size = size / 3 + 100;
+      std::uint64_t tmp = alloc(tmp_size);
+      free(tmp, tmp_size);
+    }
+    while (!saved.empty()) {
+      free(saved.back().first, saved.back().second);
+      saved.pop_back();
+    }
+  }
+  return t;
+}
+
+TEST(Replay, EveryPolicyReservesAtLeastThePeakWhichIsTheLowerBound) {
+  Trace t = dynamic_training_trace(30, 1);
+  ReplayOptions options;
+  options.optimal_time_limit = 2;
+  ReplayReport r = replay(t, options);
+  EXPECT_EQ(r.allocations, 20u + 30u * 48u);
+  EXPECT_EQ(r.peak_allocated, r.lower_bound);
+  ASSERT_EQ(r.policies.size(), policy_names().size());
+  for (const PolicyResult& p : r.policies) {
+    EXPECT_GE(p.peak_reserved, r.peak_allocated) << p.name;
+    EXPECT_FALSE(p.oom_at_event) << p.name;
+    EXPECT_GT(p.upstream_calls, 0u) << p.name;
+    EXPECT_GE(p.fragmentation_at_peak, 0.0) << p.name;
+    EXPECT_LT(p.fragmentation_at_peak, 1.0) << p.name;
+  }
+  EXPECT_GE(r.optimal_arena, r.lower_bound);
+  // The planner knows the future; no online policy packs tighter.
+  for (const PolicyResult& p : r.policies) EXPECT_GE(p.peak_reserved, r.optimal_arena) << p.name;
+}
+
+TEST(Replay, ReportsWhereEachPolicyRunsOutOfMemory) {
+  Trace t = dynamic_training_trace(10, 2);
+  ReplayOptions options;
+  options.optimal_time_limit = 0;
+  options.policies = {"gpumem", "pytorch"};
+  ReplayReport unlimited = replay(t, options);
+  options.capacity = static_cast<std::size_t>(unlimited.peak_allocated - 1);
+  ReplayReport tight = replay(t, options);
+  for (const PolicyResult& p : tight.policies) {
+    ASSERT_TRUE(p.oom_at_event) << p.name;
+    EXPECT_LE(*p.oom_at_event, tight.peak_event) << p.name;
+    EXPECT_EQ(t.events[*p.oom_at_event].action, Action::kAlloc);
+    EXPECT_NE(p.oom_message.find("out of memory"), std::string::npos) << p.oom_message;
+  }
+  // At the largest reservation a policy made, everything fits.
+  options.capacity = static_cast<std::size_t>(unlimited.policies[0].peak_reserved);
+  ReplayReport roomy = replay(t, options);
+  EXPECT_FALSE(roomy.policies[0].oom_at_event);
+}
+
+TEST(Replay, UnknownPolicyListsTheKnownOnes) {
+  Trace t = dynamic_training_trace(1, 3);
+  ReplayOptions options;
+  options.policies = {"tcmalloc"};
+  try {
+    replay(t, options);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown policy 'tcmalloc' (known: gpumem, gpumem-expandable"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpumem::trace

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Records real torch.profiler memory traces for gpumem's tests.
+
+Run by hand, not by CI (Debian's python3-torch 1.13 and python3-torchvision
+0.14, CPU only, are enough):
+
+    /usr/bin/python3 tools/record_trace.py            # rewrites tests/data/traces/*.json
+    /usr/bin/python3 tools/record_trace.py --out DIR  # somewhere else
+
+Each trace is two training iterations (forward, backward, optimizer step)
+under PyTorch's profiler with profile_memory on:
+
+  resnet18_train.json     torchvision's resnet18 (10 classes), batch 2 at
+                          32x32, SGD with momentum: 2 iterations (the
+                          first also creates the momentum buffers)
+  transformer_train.json  a 1-layer nn.TransformerEncoder (d_model 32),
+                          batch 4 x 16 tokens, Adam: 2 iterations
+
+The files have the layout of torch.profiler's Chrome trace export (Kineto's
+JSON): {"schemaVersion": 1, "traceEvents": [...]} where operators are "X"
+events with "cat": "cpu_op" ("user_annotation" for record_function
+ranges), "ts" and "dur" in microseconds, and every allocation and free is
+a "[memory]" instant ("ph": "i", "s": "t") with args "Total Reserved", "Total Allocated", "Bytes" (negative on free),
+"Addr", "Device Id" and "Device Type" (c10::DeviceType: 0 CPU, 1 CUDA),
+the fields and names of PyTorch's torch/csrc/autograd/profiler_kineto.cpp.
+
+Why not prof.export_chrome_trace(): Debian builds PyTorch without Kineto,
+and without it the export is the legacy format, which has no [memory]
+events. So this script drives the profiler's low-level API (the one
+torch.autograd.profiler.profile uses: _prepare_profiler, _enable_profiler,
+_disable_profiler) and writes the JSON itself from the recorded event
+tree (_ProfilerResult.experimental_event_tree()): operators are TorchOp
+nodes with their start and duration, allocations are Allocation nodes with
+ptr, alloc_size, total_allocated, total_reserved and device, recorded by
+the same profiler code Kineto would export. Times are written as
+microseconds with three decimals (exact nanoseconds), as newer Kineto does;
+memory events follow the operators, as in PyTorch 1.10's Kineto export,
+so a reader cannot rely on spans coming first or last.
+
+"Total Allocated" is the profiler's count of the bytes it saw allocated
+and not yet freed while memory profiling was on, in this process: memory
+allocated in an earlier profiling session and freed while profiling was
+off still counts. transformer_train.json, recorded after
+resnet18_train.json in the same process, shows it: it starts from the
+resnet's gradients and momentum buffers (89,453,136 bytes), freed between
+the two recordings. Within a trace, the first event's Total Allocated
+minus its Bytes, plus every event's Bytes so far, gives each event's
+Total Allocated exactly.
+
+To keep the files small, operators whose subtree holds no memory event are
+left out (they can tag nothing), and "args" of operators keep only
+"External id" (numbered from 1 in start order, as Kineto's correlation
+ids are small integers). Everything else is as recorded.
+
+Addresses and times differ on every run: after regenerating, update the
+exact first and last events that tests/trace/test_formats.cpp checks (its
+tag counts and totals stay the same unless PyTorch changes).
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler
+from torch._C._profiler import (
+    ProfilerActivity,
+    ProfilerConfig,
+    ProfilerState,
+    RecordScope,
+    _EventType,
+    _ExperimentalConfig,
+)
+
+# c10::DeviceType numbering, which the Kineto export writes as "Device Type".
+DEVICE_TYPES = {"cpu": 0, "cuda": 1}
+
+
+def record(step, iterations):
+    """Runs step() `iterations` times under the profiler; returns the event tree's roots."""
+    config = ProfilerConfig(
+        ProfilerState.KINETO,
+        False,  # report_input_shapes
+        True,  # profile_memory
+        False,  # with_stack
+        False,  # with_flops
+        False,  # with_modules
+        _ExperimentalConfig(),
+    )
+    activities = {ProfilerActivity.CPU}
+    _prepare_profiler(config, activities)
+    _enable_profiler(config, activities)
+    try:
+        for _ in range(iterations):
+            step()
+    finally:
+        result = _disable_profiler()
+    return result.experimental_event_tree()
+
+
+def microseconds(ns):
+    """Exact: integer microseconds and three decimals, never a rounded float."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def to_chrome_events(roots, pid):
+    spans, memory = [], []
+
+    def walk(event):
+        """Appends the event's kept records; True if its subtree holds a memory event."""
+        if event.tag == _EventType.Allocation:
+            f = event.extra_fields
+            device = f.device
+            memory.append((event.start_time_ns, event.start_tid, {
+                "Total Reserved": f.total_reserved,
+                "Total Allocated": f.total_allocated,
+                "Bytes": f.alloc_size,
+                "Addr": f.ptr,
+                "Device Id": -1 if device.index is None else device.index,
+                "Device Type": DEVICE_TYPES[device.type],
+            }))
+            return True
+        has_memory = False
+        for child in event.children:
+            has_memory |= walk(child)
+        if event.tag == _EventType.TorchOp and has_memory:
+            # Kineto files record_function() ranges (the optimizer's, say)
+            # as "user_annotation", operators as "cpu_op".
+            user = event.extra_fields.scope == RecordScope.USER_SCOPE
+            spans.append((event.start_time_ns, event.duration_time_ns, event.start_tid, event.name,
+                          "user_annotation" if user else "cpu_op"))
+        return has_memory
+
+    for root in roots:
+        walk(root)
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    memory.sort(key=lambda m: m[0])
+    lines = []
+    for ident, (start, duration, tid, name, category) in enumerate(spans, 1):
+        lines.append(
+            f'{{"ph": "X", "cat": "{category}", "name": {json.dumps(name)}, "pid": {pid}, "tid": {tid}, '
+            f'"ts": {microseconds(start)}, "dur": {microseconds(duration)}, "args": {{"External id": {ident}}}}}')
+    for start, tid, args in memory:
+        lines.append(
+            f'{{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": {pid}, "tid": {tid}, '
+            f'"ts": {microseconds(start)}, "args": {json.dumps(args)}}}')
+    return lines, len(spans), len(memory)
+
+
+def write_trace(path, roots, name):
+    lines, spans, memory = to_chrome_events(roots, os.getpid())
+    with open(path, "w") as out:
+        out.write('{"schemaVersion": 1, "deviceProperties": [], "traceName": ' + json.dumps(name) + ',\n')
+        out.write('"traceEvents": [\n' + ",\n".join(lines) + "\n]}\n")
+    print(f"{path}: {spans} operators, {memory} memory events, {os.path.getsize(path)} bytes")
+
+
+def resnet_step():
+    import torchvision
+
+    model = torchvision.models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images = torch.randn(2, 3, 32, 32)
+    labels = torch.tensor([3, 7])
+
+    def step():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def transformer_step():
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=1), torch.nn.Linear(32, 8))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    tokens = torch.randn(4, 16, 32)
+    targets = torch.randint(0, 8, (4 * 16,))
+
+    def step():
+        optimizer.zero_grad()
+        logits = model(tokens).reshape(-1, 8)
+        torch.nn.functional.cross_entropy(logits, targets).backward()
+        optimizer.step()
+
+    return step
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
+                        help="output directory (default: tests/data/traces)")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    # One intra-op thread: every allocation on the main thread, in a
+    # reproducible order.
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    write_trace(os.path.join(os.path.normpath(args.out), "resnet18_train.json"), record(resnet_step(), 2), "resnet18 training, 2 iterations")
+    torch.manual_seed(0)
+    write_trace(os.path.join(os.path.normpath(args.out), "transformer_train.json"), record(transformer_step(), 2),
+                "transformer encoder training, 2 iterations")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
