@@ -195,15 +195,8 @@ Trace read_history(std::string_view data, const std::string& name, const ReadOpt
       throw InputError(fmt::format("{}: line {}: not a gpumem history header: {}", file, lines.number(), why));
   }
 
-  std::uint64_t problems = 0;
-  std::string first_problem;
-  auto problem = [&](const std::string& what) {
-    std::string place = fmt::format("line {}: {}", lines.number(), what);
-    if (options.strict)
-      throw InputError(fmt::format("{}: {} (without --strict, such lines are skipped and counted)", file, place));
-    ++trace.skipped_records;
-    if (problems++ == 0) first_problem = std::move(place);
-  };
+  detail::SkippedLines skipped(file, options.strict, trace);
+  auto problem = [&](const std::string& what) { skipped.skip(lines.number(), what); };
   std::uint64_t lines_read = 0;
   while (lines.next(line)) {
     if (detail::trim(line).empty()) continue;
@@ -246,9 +239,7 @@ Trace read_history(std::string_view data, const std::string& name, const ReadOpt
     if (tag.present && !tag.text.empty()) e.context = trace.intern(Context{tag.text, {}});
     trace.events.push_back(e);
   }
-  if (problems > 0)
-    trace.warnings.push_back(
-        fmt::format("{}: skipped {} lines that could not be used; the first: {}", file, problems, first_problem));
+  skipped.finish();
   if (declared_events >= 0 && lines_read != static_cast<std::uint64_t>(declared_events)) {
     std::string what = fmt::format("{}: line {}: the header announces {} events but the file has {}", file,
                                    lines.number(), declared_events, lines_read);

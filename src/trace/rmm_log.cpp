@@ -113,15 +113,8 @@ Trace read_rmm_log(std::string_view data, const std::string& name, const ReadOpt
                                    file, lines.number()));
   }
 
-  std::uint64_t problems = 0;
-  std::string first_problem;
-  auto problem = [&](const std::string& what) {
-    std::string place = fmt::format("line {}: {}", lines.number(), what);
-    if (options.strict)
-      throw InputError(fmt::format("{}: {} (without --strict, such lines are skipped and counted)", file, place));
-    ++trace.skipped_records;
-    if (problems++ == 0) first_problem = std::move(place);
-  };
+  detail::SkippedLines skipped(file, options.strict, trace);
+  auto problem = [&](const std::string& what) { skipped.skip(lines.number(), what); };
   // Times of day wrap at midnight: a time more than 12 hours before the
   // previous one is taken as the next day.
   std::int64_t day_offset = 0;
@@ -173,9 +166,7 @@ Trace read_rmm_log(std::string_view data, const std::string& name, const ReadOpt
     }
     trace.events.push_back(e);
   }
-  if (problems > 0)
-    trace.warnings.push_back(
-        fmt::format("{}: skipped {} lines that could not be used; the first: {}", file, problems, first_problem));
+  skipped.finish();
   return trace;
 }
 

@@ -4,7 +4,13 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+
+#include <fmt/format.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/trace/trace.h"
 
 namespace gpumem::trace::detail {
 
@@ -54,5 +60,34 @@ inline bool parse_hex(std::string_view s, std::uint64_t& out) {
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
   return parse_whole(s, out, 16);
 }
+
+// Lines a line-based reader cannot use: with --strict the first is an
+// InputError; otherwise each is counted in the trace, and finish() leaves
+// one warning quoting the first.
+class SkippedLines {
+ public:
+  SkippedLines(const std::string& file, bool strict, Trace& trace) : file_(file), strict_(strict), trace_(trace) {}
+
+  void skip(std::size_t line, const std::string& what) {
+    std::string place = fmt::format("line {}: {}", line, what);
+    if (strict_)
+      throw InputError(fmt::format("{}: {} (without --strict, such lines are skipped and counted)", file_, place));
+    ++trace_.skipped_records;
+    if (count_++ == 0) first_ = std::move(place);
+  }
+
+  void finish() {
+    if (count_ > 0)
+      trace_.warnings.push_back(
+          fmt::format("{}: skipped {} lines that could not be used; the first: {}", file_, count_, first_));
+  }
+
+ private:
+  const std::string& file_;
+  bool strict_;
+  Trace& trace_;
+  std::uint64_t count_ = 0;
+  std::string first_;
+};
 
 }  // namespace gpumem::trace::detail
