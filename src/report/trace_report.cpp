@@ -138,20 +138,24 @@ std::string render_replay_text(const trace::ReplayReport& r) {
   out += fmt::format("{:<20} {:>12} {:>10} {:>13} {:>10} {:>10}  {}\n", "policy", "peak reserved", "reserved/",
                      "fragmentation", "vs best", "device", r.capacity ? "out of memory" : "");
   out += fmt::format("{:<20} {:>12} {:>10} {:>13} {:>10} {:>10}\n", "", "", "allocated", "at peak", "packing", "calls");
-  auto row = [&](const std::string& name, std::int64_t reserved, double frag, std::uint64_t calls, std::string oom) {
+  auto row = [&](const std::string& name, std::int64_t reserved, double frag, std::uint64_t calls, std::string oom,
+                 bool ran_out) {
     const double ratio = r.peak_allocated ? double(reserved) / double(r.peak_allocated) : 0.0;
     const std::int64_t best = r.optimal_arena ? r.optimal_arena : r.lower_bound;
-    std::string vs = best ? fmt::format("{:+.1f}%", 100.0 * (double(reserved) - double(best)) / double(best)) : "";
+    // A policy that ran out stopped early: its peak is not comparable.
+    std::string vs = best && !ran_out ? fmt::format("{:+.1f}%", 100.0 * (double(reserved) - double(best)) / double(best))
+                                      : std::string("-");
     out += fmt::format("{:<20} {:>12} {:>10.3f} {:>12.1f}% {:>10} {:>10}  {}\n", name, bytes(reserved), ratio,
                        100.0 * frag, vs, calls == UINT64_MAX ? std::string("-") : count(calls), oom);
   };
   for (const auto& p : r.policies)
     row(p.name, p.peak_reserved, p.fragmentation_at_peak, p.upstream_calls,
-        p.oom_at_event ? fmt::format("at event {}", count(*p.oom_at_event)) : (r.capacity ? "fits" : ""));
+        p.oom_at_event ? fmt::format("at event {}", count(*p.oom_at_event)) : (r.capacity ? "fits" : ""),
+        p.oom_at_event.has_value());
   if (r.optimal_arena)
     row(r.optimal_proven ? "optimal" : "optimal (best found)", r.optimal_arena,
         1.0 - double(r.peak_allocated) / double(r.optimal_arena), UINT64_MAX,
-        r.capacity ? (static_cast<std::size_t>(r.optimal_arena) <= r.capacity ? "fits" : "does not fit") : "");
+        r.capacity ? (static_cast<std::size_t>(r.optimal_arena) <= r.capacity ? "fits" : "does not fit") : "", false);
   out += "\n";
   anomalies_text(out, r.anomalies);
   return out;
