@@ -340,12 +340,18 @@ class CachingAllocator::Impl {
   void note_reserved() { high_water_ = std::max(high_water_, reserved()); }
 
   Block* grow(Pool& pool, std::size_t size, std::size_t bytes) {
-    const std::size_t bytes_needed = segment_size(size, pool.kind);
-    prepare_to_reserve(bytes_needed);
-    if (Block* b = try_new_segment(pool, bytes_needed)) return b;
+    const std::size_t wanted = segment_size(size, pool.kind);
+    // When a roomy segment does not fit, one just big enough may.
+    const std::size_t least = pool.kind == PoolKind::kSmall ? wanted : round_up(size, config_.large_round);
+    prepare_to_reserve(wanted);
+    if (Block* b = try_new_segment(pool, wanted)) return b;
+    if (least < wanted && config_.release_before_new_peak)
+      if (Block* b = try_new_segment(pool, least)) return b;
     ++stats_.num_alloc_retries;
     release_all_cached();
-    if (Block* b = try_new_segment(pool, bytes_needed)) return b;
+    if (Block* b = try_new_segment(pool, wanted)) return b;
+    if (least < wanted && config_.release_before_new_peak)
+      if (Block* b = try_new_segment(pool, least)) return b;
     out_of_memory(bytes, pool.stream, "");
   }
 

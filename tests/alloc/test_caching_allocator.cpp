@@ -88,6 +88,18 @@ TEST(CachingAllocator, GpumemDefaultsSizeSegmentsToTheRequestAtANewPeak) {
   a.deallocate(other, 3 * kMiB);
 }
 
+TEST(CachingAllocator, FallsBackToAJustBigEnoughSegmentWhenARoomyOneDoesNotFit) {
+  SimulatedDevice device({.capacity = 30 * kMiB});
+  CachingAllocator a(simulated_upstream(device));
+  void* big = a.allocate(16 * kMiB);
+  // 3 MiB would get a 20 MiB segment; 14 MiB are left, so it gets 4 MiB.
+  void* mid = a.allocate(3 * kMiB);
+  EXPECT_EQ(stat(a, "reserved_bytes.all.current"), i64_of(20 * kMiB));
+  EXPECT_EQ(stat(a, "num_ooms"), 0);
+  a.deallocate(mid, 3 * kMiB);
+  a.deallocate(big, 16 * kMiB);
+}
+
 TEST(CachingAllocator, OversizeBlocksAreNotSplitForSmallRequests) {
   SimulatedDevice device;
   CachingAllocator a(simulated_upstream(device), parse_allocator_config("preset:pytorch,max_split_size_mb:64"));
