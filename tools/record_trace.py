@@ -15,6 +15,9 @@ under PyTorch's profiler with profile_memory on:
                           first also creates the momentum buffers)
   transformer_train.json  a 1-layer nn.TransformerEncoder (d_model 32),
                           batch 4 x 16 tokens, Adam: 2 iterations
+  leaky_mlp_train.json    a 2-layer MLP, batch 64, SGD: 6 iterations, each
+                          keeping its hidden features (128 KiB) in a list:
+                          the steady leak `gpumem trace stats` must find
 
 The files have the layout of torch.profiler's Chrome trace export (Kineto's
 JSON): {"schemaVersion": 1, "traceEvents": [...]} where operators are "X"
@@ -188,6 +191,26 @@ def transformer_step():
     return step
 
 
+def leaky_mlp_step():
+    # The leak users report most: keeping a tensor from every step (here the
+    # hidden features, "for logging"), so memory grows by the same amount
+    # each iteration.
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs = torch.randn(64, 256)
+    labels = torch.randint(0, 10, (64,))
+    kept = []
+
+    def step():
+        optimizer.zero_grad()
+        hidden = model[1](model[0](inputs))
+        kept.append(hidden.detach().clone())
+        torch.nn.functional.cross_entropy(model[2](hidden), labels).backward()
+        optimizer.step()
+
+    return step
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -203,6 +226,9 @@ def main():
     torch.manual_seed(0)
     write_trace(os.path.join(os.path.normpath(args.out), "transformer_train.json"), record(transformer_step(), 2),
                 "transformer encoder training, 2 iterations")
+    torch.manual_seed(0)
+    write_trace(os.path.join(os.path.normpath(args.out), "leaky_mlp_train.json"), record(leaky_mlp_step(), 6),
+                "MLP training that keeps every step's features, 6 iterations")
     return 0
 
 

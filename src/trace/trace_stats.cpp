@@ -17,17 +17,17 @@ std::uint64_t key_of(const Allocation& a) {
   return static_cast<std::uint64_t>(a.size) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t{a.context} << 1);
 }
 
-// Classifies the live bytes left after each iteration. Small changes (under
-// 1% of the level and 1 MiB... whichever is larger) count as flat.
-void classify(IterationReport& r) {
+// Classifies the live bytes left after each iteration. Changes under 1% of
+// what one iteration allocates count as noise: the level itself may be
+// mostly memory from before the trace.
+void classify(IterationReport& r, std::int64_t bytes_per_iteration) {
   if (r.live_after.size() < 2) {
     r.shape = "flat";
     return;
   }
   std::vector<std::int64_t> deltas;
   for (std::size_t i = 1; i < r.live_after.size(); ++i) deltas.push_back(r.live_after[i] - r.live_after[i - 1]);
-  const std::int64_t level = std::max<std::int64_t>(r.live_after.front(), 1);
-  const std::int64_t noise = std::max<std::int64_t>(level / 100, 1);
+  const std::int64_t noise = std::max<std::int64_t>(bytes_per_iteration / 100, 1);
   std::size_t growing = 0;
   std::size_t biggest = 0;
   for (std::size_t i = 0; i < deltas.size(); ++i) {
@@ -176,7 +176,7 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
     }
   }
   if (r.iterations < 2) r = IterationReport{};  // one iteration shows no growth
-  classify(r);
+  classify(r, r.iterations ? s.allocated_bytes_total / static_cast<std::int64_t>(r.iterations) : 0);
   return s;
 }
 

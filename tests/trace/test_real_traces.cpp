@@ -23,7 +23,7 @@ class RealTrace : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RealTrace, PeakAllocatedEqualsTheProfilersOwnTotal) {
   const Trace t = read_trace(trace_path(GetParam()));
-  ASSERT_GT(t.events.size(), 500u);
+  ASSERT_GT(t.events.size(), 200u);
   const Lifetimes l = extract_lifetimes(t, busiest_device(t), false);
   const TraceStats s = trace_stats(t, l);
   ASSERT_NE(s.source_peak_allocated, kUnknown);
@@ -81,7 +81,23 @@ TEST_P(RealTrace, SurvivesConversionToAPytorchSnapshotAndBack) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Recorded, RealTrace, ::testing::Values("resnet18_train.json", "transformer_train.json"));
+INSTANTIATE_TEST_SUITE_P(Recorded, RealTrace,
+                         ::testing::Values("resnet18_train.json", "transformer_train.json", "leaky_mlp_train.json"));
+
+// The MLP's training loop keeps every step's hidden features (64 x 512
+// floats): stats must find six iterations and the steady 128 KiB leak.
+TEST(RealTraceLeak, FindsTheSteadyLeakOfAKeptTensor) {
+  const Trace t = read_trace(trace_path("leaky_mlp_train.json"));
+  const TraceStats s = trace_stats(t, extract_lifetimes(t, busiest_device(t), false));
+  ASSERT_TRUE(s.iterations.repeats);
+  EXPECT_EQ(s.iterations.iterations, 6u);
+  EXPECT_EQ(s.iterations.shape, "steady growth");
+  EXPECT_EQ(s.iterations.growth_per_iteration, 64 * 512 * 4);
+  // The resnet trace has two iterations, the first creating the momentum
+  // buffers: no repetition to speak of.
+  const Trace r = read_trace(trace_path("resnet18_train.json"));
+  EXPECT_FALSE(trace_stats(r, extract_lifetimes(r, busiest_device(r), false)).iterations.repeats);
+}
 
 }  // namespace
 }  // namespace gpumem::trace
