@@ -282,6 +282,11 @@ class CachingAllocator::Impl {
     b->stream_uses.clear();
     b->tag = kNoTag;
     b->requested = 0;
+    cache(b);
+  }
+
+  // Merges a free block with free neighbours and puts it in its pool.
+  void cache(Block* b) {
     if (b->prev && b->prev->is_free()) {
       Block* prev = b->prev;
       unindex_free(prev);
@@ -415,8 +420,10 @@ class CachingAllocator::Impl {
     release_all_cached();
     needed = unmapped_bytes(*b->segment, first, last);
     if (reserved() + needed <= limit_ && try_map(*b->segment, first, last)) return b;
+    // Back to the cache; a neighbour may have become free meanwhile (a
+    // pending free completed while the cache was released).
     b->allocated = false;
-    index_free(b);
+    cache(b);
     out_of_memory(bytes, pool.stream, "");
   }
 
