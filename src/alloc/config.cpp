@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "gpumem/common/error.h"
 
 namespace gpumem::alloc {
@@ -17,11 +18,7 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using text::trim;
 
 [[noreturn]] void bad_value(std::string_view key, std::string_view value, std::string_view expected) {
   throw InputError(fmt::format("GPUMEM_ALLOC_CONF: key '{}': bad value '{}': expected {}",

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "gpumem/common/error.h"
 
 namespace gpumem::plan {
@@ -47,42 +48,13 @@ constexpr std::array<KnownColumn, 11> kKnownColumns{{
     {"end", Column::Upper},
 }};
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 [[noreturn]] void fail(const std::string& file, size_t line, const std::string& problem) {
   throw InputError(fmt::format("{}:{}: {}", file, line, problem));
 }
 
-// The text's lines, numbered from 1, without their '\n' or a '\r' before it.
-class Lines {
- public:
-  explicit Lines(std::string_view text) : rest_(text) {}
-  bool next(std::string_view& line) {
-    if (done_) return false;
-    const size_t nl = rest_.find('\n');
-    if (nl == std::string_view::npos) {
-      line = rest_;
-      done_ = true;
-      if (line.empty()) return false;  // the text ended with a newline (or was empty)
-    } else {
-      line = rest_.substr(0, nl);
-      rest_.remove_prefix(nl + 1);
-    }
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    ++number_;
-    return true;
-  }
-  size_t number() const { return number_; }
-
- private:
-  std::string_view rest_;
-  size_t number_ = 0;
-  bool done_ = false;
-};
+using text::Lines;
+using text::trim;
 
 // Where each column sits on a line, as the header named it.
 struct Header {

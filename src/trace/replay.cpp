@@ -27,6 +27,12 @@ using alloc::SimulatedDevice;
 // range's per-granule table stays a few MiB.
 constexpr std::size_t kUnlimited = std::size_t{2} << 40;
 
+InputError unknown_policy(const std::string& name) {
+  std::string known;
+  for (const std::string& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
+  return InputError(fmt::format("--policy: unknown policy '{}' (known: {})", printable(name), known));
+}
+
 std::unique_ptr<MemoryResource> make_policy(const std::string& name, SimulatedDevice& device) {
   auto caching = [&](const char* config) {
     return std::make_unique<CachingAllocator>(alloc::simulated_upstream(device), alloc::parse_allocator_config(config));
@@ -40,9 +46,7 @@ std::unique_ptr<MemoryResource> make_policy(const std::string& name, SimulatedDe
   // RMM's pool, growing on demand (current RMM makes the initial size the
   // caller's choice; starting empty charges the pool only what it needs).
   if (name == "rmm-pool") return std::make_unique<alloc::PoolResource>(device, alloc::PoolResourceOptions{});
-  std::string known;
-  for (const std::string& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InputError(fmt::format("--policy: unknown policy '{}' (known: {})", printable(name), known));
+  throw unknown_policy(name);
 }
 
 // One step of the replay: an allocation or the free of one.
@@ -138,10 +142,7 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   // Unknown names fail before any work.
   std::vector<std::string> names = options.policies.empty() ? policy_names() : options.policies;
   for (const std::string& n : names)
-    if (std::find(policy_names().begin(), policy_names().end(), n) == policy_names().end()) {
-      SimulatedDevice probe({.capacity = 1 << 20});
-      make_policy(n, probe);  // throws the message listing the known names
-    }
+    if (std::find(policy_names().begin(), policy_names().end(), n) == policy_names().end()) throw unknown_policy(n);
 
   ReplayReport report;
   report.source = trace.source;
@@ -162,7 +163,10 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   for (const Step& s : steps) {
     const Allocation& a = lifetimes.allocations[s.allocation];
     live += s.free ? -a.size : a.size;
-    if (!s.free && live == report.peak_allocated && report.peak_event == 0) report.peak_event = a.alloc_event;
+    if (!s.free && live == report.peak_allocated) {
+      report.peak_event = a.alloc_event;  // the first time it is reached
+      break;
+    }
   }
   for (const std::string& n : names) report.policies.push_back(run(lifetimes, steps, n, options.capacity));
 

@@ -1,6 +1,6 @@
 #pragma once
-// What the line-based trace readers (RMM log, gpumem history) share: the
-// lines of a text with their numbers, and exact integer parsing.
+// What the line-based trace readers (RMM log, gpumem history) share besides
+// common/text.h: exact integer parsing and skipped-line accounting.
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -9,41 +9,14 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "gpumem/common/error.h"
 #include "gpumem/trace/trace.h"
 
 namespace gpumem::trace::detail {
 
-// The text's lines, numbered from 1, without '\n' or a '\r' before it.
-class Lines {
- public:
-  explicit Lines(std::string_view text) : rest_(text) {}
-  bool next(std::string_view& line) {
-    if (rest_.empty()) return false;
-    const std::size_t nl = rest_.find('\n');
-    if (nl == std::string_view::npos) {
-      line = rest_;
-      rest_ = {};
-    } else {
-      line = rest_.substr(0, nl);
-      rest_.remove_prefix(nl + 1);
-    }
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    ++number_;
-    return true;
-  }
-  std::size_t number() const { return number_; }
-
- private:
-  std::string_view rest_;
-  std::size_t number_ = 0;
-};
-
-inline std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using text::Lines;
+using text::trim;
 
 // The whole of `s` as an integer in `base`; false for anything else
 // (empty, a sign where none belongs, trailing bytes, overflow).
