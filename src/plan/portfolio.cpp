@@ -71,7 +71,7 @@ SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& memb
   std::mutex lock;
   SearchStatus result = SearchStatus::Limit;
   // Shared by every attempt at this capacity: 2^12 slots for tiny problems,
-  // up to 2^21 (16 MiB) for large ones.
+  // up to 2^21 (32 MiB) for large ones.
   int log2_slots = 12;
   while (log2_slots < 21 && (size_t{1} << log2_slots) < members.size() * 4096) ++log2_slots;
   FailedStates failed(log2_slots);

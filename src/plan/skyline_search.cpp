@@ -30,7 +30,7 @@ namespace gpumem::plan::detail {
 bool SkylineSearch::applicable(const Problem& problem, const std::vector<int>& members, int64_t granularity) {
   for (int i : members) {
     const auto& b = problem.buffers[static_cast<size_t>(i)];
-    if (b.fixed_offset) return false;
+    if (b.fixed_offset || !b.gaps.empty()) return false;
     if (b.alignment > 1 && granularity % b.alignment != 0) return false;
   }
   return true;
@@ -46,11 +46,15 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t floor_key(uint64_t section, int64_t floor) {
-  return mix(section * 0x100000001b3ull ^ static_cast<uint64_t>(floor) * 0x9e3779b97f4a7c15ull);
+// Each half of a key mixes the whole input its own way, so that two inputs
+// that agree in one half are no likelier to agree in the other.
+StateKey key_of(uint64_t kind, uint64_t x, uint64_t y) {
+  return {mix(mix(x * 0x100000001b3ull ^ kind) ^ y * 0x9e3779b97f4a7c15ull),
+          mix(mix(x + 0x243f6a8885a308d3ull + kind) + mix(y ^ 0x13198a2e03707344ull))};
 }
-uint64_t closed_key(uint64_t section) { return mix(section ^ 0xc105edull); }
-uint64_t placed_key(int buffer) { return mix(static_cast<uint64_t>(buffer) ^ 0x91aced5ull); }
+StateKey floor_key(uint64_t section, int64_t floor) { return key_of(1, section, static_cast<uint64_t>(floor)); }
+StateKey closed_key(uint64_t section) { return key_of(2, section, 0); }
+StateKey placed_key(int buffer) { return key_of(3, static_cast<uint64_t>(buffer), 0); }
 
 }  // namespace
 
@@ -320,7 +324,7 @@ SearchStatus SkylineSearch::dfs() {
     order.push_back({-score, it.rank, k});
   }
   std::sort(order.begin(), order.end());
-  const uint64_t state = hash_;
+  const StateKey state = hash_;
   auto failed_here = [&]() {
     hash_ = state;
     if (failed_) failed_->insert(state);
@@ -361,7 +365,7 @@ SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::ve
   floor_max_.assign(items_.size(), 0);
   offset_.assign(items_.size(), -1);
   trail_.clear();
-  hash_ = 0;
+  hash_ = {};
   for (size_t k = 0; k < sections_; ++k) hash_ ^= floor_key(section_key_[k], 0);
   just_placed_ = true;
   checked_level_ = -1;

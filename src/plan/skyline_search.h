@@ -12,30 +12,55 @@
 
 namespace gpumem::plan::detail {
 
+// A skyline state's key: 128 bits, the XOR of one random-looking key per
+// placed buffer, per (section, floor) and per closed section (Zobrist
+// hashing), so that placements update it in O(1).
+struct StateKey {
+  uint64_t a = 0, b = 0;
+  StateKey& operator^=(const StateKey& o) {
+    a ^= o.a;
+    b ^= o.b;
+    return *this;
+  }
+  friend StateKey operator^(StateKey x, const StateKey& y) { return x ^= y; }
+  bool operator==(const StateKey&) const = default;
+};
+
 // Skyline states known to have no completion within the capacity, shared by
-// the searches of one portfolio (and their threads): a lossy hash table of
-// 64-bit state hashes. A state is the set of placed buffers and each
-// section's floor and closed flag; whatever order led to it, its future is
-// the same, so a failure found once need not be found again.
+// the searches of one portfolio (and their threads). A state is the set of
+// placed buffers and each section's floor and closed flag; whatever order
+// led to it, its future is the same, so a failure found once need not be
+// found again. A hit prunes a live search, so it must be certain: each slot
+// keeps the whole 128-bit key, and a lookup must match both halves. A wrong
+// hit then needs two states whose keys agree in all 128 bits (about 2^-90
+// for a search of a billion states), or, while another thread is halfway
+// through writing a slot, two 64-bit coincidences at once.
 class FailedStates {
  public:
   explicit FailedStates(int log2_slots = 21) : slots_(size_t{1} << log2_slots), mask_((size_t{1} << log2_slots) - 1) {}
-  // Two different states could share a hash: with 64 bits and at most a
-  // few million states a search, the chance is about 2^-20 and accepted.
-  // 0 marks an empty slot, so hashes have their low bit set.
-  bool contains(uint64_t h) const {
-    h |= 1;
-    return slots_[h & mask_].load(std::memory_order_relaxed) == h ||
-           slots_[(h >> 32) & mask_].load(std::memory_order_relaxed) == h;
+  bool contains(StateKey k) const {
+    if (k == StateKey{}) return false;  // the empty slot's pattern is never stored
+    for (const size_t at : {k.a & mask_, k.b & mask_}) {
+      const Slot& s = slots_[at];
+      if (s.a.load(std::memory_order_relaxed) == k.a && s.b.load(std::memory_order_relaxed) == k.b) return true;
+    }
+    return false;
   }
-  void insert(uint64_t h) {
-    h |= 1;
-    auto& first = slots_[h & mask_];
-    (first.load(std::memory_order_relaxed) == 0 ? first : slots_[(h >> 32) & mask_]).store(h, std::memory_order_relaxed);
+  // Into the first of its two slots when that is empty, else over the second.
+  void insert(StateKey k) {
+    if (k == StateKey{}) return;  // all zeros marks an empty slot: keep it out (a lost prune, never a wrong one)
+    Slot& first = slots_[k.a & mask_];
+    const bool empty = first.a.load(std::memory_order_relaxed) == 0 && first.b.load(std::memory_order_relaxed) == 0;
+    Slot& s = empty ? first : slots_[k.b & mask_];
+    s.a.store(k.a, std::memory_order_relaxed);
+    s.b.store(k.b, std::memory_order_relaxed);
   }
 
  private:
-  std::vector<std::atomic<uint64_t>> slots_;
+  struct Slot {
+    std::atomic<uint64_t> a{0}, b{0};
+  };
+  std::vector<Slot> slots_;
   size_t mask_;
 };
 
@@ -57,7 +82,7 @@ enum class Focus {
 
 class SkylineSearch {
  public:
-  // Usable when no member is pinned and every alignment divides `granularity`
+  // Usable when no member is pinned or has gaps, and every alignment divides `granularity`
   // (then every canonical offset is aligned on its own).
   static bool applicable(const Problem& problem, const std::vector<int>& members, int64_t granularity);
 
@@ -91,7 +116,7 @@ class SkylineSearch {
   Preference preference_;
   FailedStates* failed_ = nullptr;
   std::vector<uint64_t> section_key_;  // per section: the same key whichever way time runs
-  uint64_t hash_ = 0;                  // of the current state
+  StateKey hash_;                      // of the current state
   bool just_placed_ = true;            // the node was entered by a placement
   int64_t checked_level_ = -1;         // the level the last release check ran at
   std::vector<Item> items_;
