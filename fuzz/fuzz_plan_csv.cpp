@@ -28,8 +28,14 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
+// Pairwise, over what each occupies (gaps and windows included).
 bool collide(const Buffer& a, int64_t oa, const Buffer& b, int64_t ob) {
-  return a.overlaps_in_time(b) && oa < ob + b.size && ob < oa + a.size;
+  for (const auto& p : gpumem::plan::occupancy(a)) {
+    for (const auto& q : gpumem::plan::occupancy(b)) {
+      if (p.lower < q.upper && q.lower < p.upper && oa + p.begin < ob + q.end && ob + q.begin < oa + p.end) return true;
+    }
+  }
+  return false;
 }
 
 bool same(const Problem& a, const Problem& b) {
@@ -37,7 +43,8 @@ bool same(const Problem& a, const Problem& b) {
   for (size_t i = 0; i < a.buffers.size(); ++i) {
     const Buffer& x = a.buffers[i];
     const Buffer& y = b.buffers[i];
-    if (x.id != y.id || x.lower != y.lower || x.upper != y.upper || x.size != y.size || x.alignment != y.alignment) {
+    if (x.id != y.id || x.lower != y.lower || x.upper != y.upper || x.size != y.size || x.alignment != y.alignment ||
+        x.gaps != y.gaps) {
       return false;
     }
   }

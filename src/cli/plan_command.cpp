@@ -27,16 +27,20 @@ Action add_plan_command(CLI::App& app) {
     std::string out;
     bool json = false;
     bool no_in_place = false;
+    bool minimize = false;
     int threads = 0;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("INPUT", args->input, "MiniMalloc CSV (id,lower,upper,size[,alignment][,offset]) or ONNX model");
   cmd->add_option("--validate", args->validate, "Check the plan in this CSV (it needs an offset column) and stop");
   add_model_flags(*cmd, args->flags);
-  cmd->add_option("--capacity", args->capacity, "Bytes available (e.g. 1048576, 512MiB): exit 3 if the plan exceeds them");
+  cmd->add_option("--capacity", args->capacity,
+                  "Bytes available (e.g. 1048576, 512MiB): stop at the first plan that fits; exit 3 if none is found");
+  cmd->add_flag("--minimize", args->minimize, "With --capacity: keep minimising the arena after a plan fits");
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the exact search (default 10)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--solver", args->solver, "auto | heuristic | exact")
+  cmd->add_option("--solver", args->solver,
+                  "auto | heuristic | exact (exact: partitions of any size, and it minimises past --capacity)")
       ->check(CLI::IsMember({"auto", "heuristic", "exact"}));
   cmd->add_option("--alignment", args->alignment, "Align every offset to this many bytes")->check(CLI::PositiveNumber);
   cmd->add_option("--out", args->out, "Write the plan as CSV (the input's columns plus offset)");
@@ -45,17 +49,26 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "Threads for the exact search (default: the machine's, at most 4)")
       ->check(CLI::NonNegativeNumber);
 
-  return [args]() {
+  return [args, cmd]() {
     if (!args->validate.empty()) {
       const plan::ValidationReport report = plan::validate_plan_file(args->validate);
       std::fputs(render_validation_text(report).c_str(), report.violation ? stderr : stdout);
       return report.violation ? kExitInvalidPlan : kExitOk;
     }
     if (args->input.empty()) throw InputError("plan: give an INPUT file, or --validate PLAN.csv");
+    if (plan::is_csv_path(args->input)) {
+      // These shape a model's buffers; a CSV states its buffers itself.
+      for (const char* flag : {"--batch", "--dim", "--dtype", "--weights-dtype", "--activations-dtype", "--no-inplace"}) {
+        if (cmd->count(flag) > 0) {
+          throw InputError(fmt::format("{}: {} applies to ONNX models, not to a CSV of buffers", args->input, flag));
+        }
+      }
+    }
     plan::PlanRequest request;
     request.model = to_inspect_options(args->flags);
     request.solve.time_limit_seconds = args->time_limit;
     request.solve.threads = args->threads;
+    request.solve.minimize = args->minimize;
     request.solve.solver = args->solver == "heuristic" ? plan::SolverKind::Heuristic
                            : args->solver == "exact"   ? plan::SolverKind::Exact
                                                        : plan::SolverKind::Auto;

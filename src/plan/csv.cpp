@@ -159,6 +159,60 @@ int64_t parse_int(std::string_view cell, std::string_view column, int64_t min, i
 constexpr std::string_view kBytesLimit = "2^50 (which keeps offset + size and sums of sizes within 64 bits)";
 constexpr std::string_view kTimeLimit = "2^62";
 
+// A decimal in [0, max] inside a gap; `what` names it in messages.
+int64_t parse_gap_number(std::string_view text, std::string_view gap, std::string_view what, int64_t max,
+                         const std::string& file, size_t line_no) {
+  int64_t value = 0;
+  const char* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), last, value);
+  if (text.empty() || ec == std::errc::invalid_argument || ptr != last || text.front() == '-') {
+    fail(file, line_no, fmt::format("gap '{}': {} '{}' is not a non-negative integer", printable(gap), what,
+                                    printable(text)));
+  }
+  if (ec == std::errc::result_out_of_range || value > max) {
+    fail(file, line_no, fmt::format("gap '{}': {} is over the limit of {}", printable(gap), what, max));
+  }
+  return value;
+}
+
+// MiniMalloc's gaps: space-separated `lower-upper`, each optionally followed
+// by `@begin:end` (the bytes still in use during the gap). With the legacy
+// inclusive `end` column, a gap's upper is inclusive too.
+std::vector<Gap> parse_gaps(std::string_view cell, const Buffer& b, bool inclusive_end, const std::string& file,
+                            size_t line_no) {
+  std::vector<Gap> gaps;
+  while (!cell.empty()) {
+    const size_t space = cell.find_first_of(" \t");
+    const std::string_view token = cell.substr(0, space);
+    cell = space == std::string_view::npos ? std::string_view() : trim(cell.substr(space));
+    if (token.empty()) continue;
+    const size_t at = token.find('@');
+    const std::string_view span = token.substr(0, at);
+    const size_t dash = span.find('-');
+    if (dash == std::string_view::npos) {
+      fail(file, line_no, fmt::format("gap '{}' is not lower-upper[@begin:end]", printable(token)));
+    }
+    Gap g;
+    g.lower = parse_gap_number(span.substr(0, dash), token, "lower", kMaxTime, file, line_no);
+    g.upper = parse_gap_number(span.substr(dash + 1), token, "upper", kMaxTime - 1, file, line_no);
+    if (inclusive_end) ++g.upper;
+    if (at != std::string_view::npos) {
+      const std::string_view window = token.substr(at + 1);
+      const size_t colon = window.find(':');
+      if (colon == std::string_view::npos) {
+        fail(file, line_no, fmt::format("gap '{}': the window is not begin:end", printable(token)));
+      }
+      g.window = Window{parse_gap_number(window.substr(0, colon), token, "window begin", kMaxBytes, file, line_no),
+                        parse_gap_number(window.substr(colon + 1), token, "window end", kMaxBytes, file, line_no)};
+    }
+    gaps.push_back(g);
+  }
+  Buffer with_gaps = b;
+  with_gaps.gaps = gaps;
+  if (auto why = gap_error(with_gaps)) fail(file, line_no, *why);
+  return gaps;
+}
+
 }  // namespace
 
 CsvProblem parse_csv(std::string_view text, const std::string& file_name) {
@@ -224,6 +278,7 @@ CsvProblem parse_csv(std::string_view text, const std::string& file_name) {
     if (h.has(Column::Alignment)) {
       b.alignment = parse_int(cell(Column::Alignment), "alignment", 1, kMaxBytes, kBytesLimit, file_name, n);
     }
+    if (h.has(Column::Gaps)) b.gaps = parse_gaps(cell(Column::Gaps), b, h.inclusive_end, file_name, n);
 
     std::optional<int64_t> offset;
     if (h.has(Column::Offset) && !cell(Column::Offset).empty()) {
@@ -269,6 +324,7 @@ std::string write_csv(const Problem& problem, const std::vector<int64_t>& offset
     throw std::invalid_argument(fmt::format("write_csv: {} offsets for {} buffers", offsets.size(), buffers.size()));
   }
   bool alignment = false;
+  bool gaps = false;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const std::string& id = buffers[i].id;
     // The format has no quoting: an id must survive parse_csv as it is.
@@ -279,14 +335,24 @@ std::string write_csv(const Problem& problem, const std::vector<int64_t>& offset
     else if (id != trim(id)) why = "it starts or ends with a space or a tab";
     if (why) throw InputError(fmt::format("buffer #{}: id '{}' cannot be written to CSV: {}", i, printable(id), why));
     alignment = alignment || buffers[i].alignment != 1;
+    gaps = gaps || !buffers[i].gaps.empty();
   }
 
   fmt::memory_buffer out;
-  fmt::format_to(std::back_inserter(out), "id,lower,upper,size{},offset\n", alignment ? ",alignment" : "");
+  fmt::format_to(std::back_inserter(out), "id,lower,upper,size{}{},offset\n", alignment ? ",alignment" : "",
+                 gaps ? ",gaps" : "");
   for (size_t i = 0; i < buffers.size(); ++i) {
     const Buffer& b = buffers[i];
     fmt::format_to(std::back_inserter(out), "{},{},{},{}", b.id, b.lower, b.upper, b.size);
     if (alignment) fmt::format_to(std::back_inserter(out), ",{}", b.alignment);
+    if (gaps) {
+      out.push_back(',');
+      for (size_t k = 0; k < b.gaps.size(); ++k) {
+        const Gap& g = b.gaps[k];
+        fmt::format_to(std::back_inserter(out), "{}{}-{}", k ? " " : "", g.lower, g.upper);
+        if (g.window) fmt::format_to(std::back_inserter(out), "@{}:{}", g.window->lower, g.window->upper);
+      }
+    }
     // Without a plan, the offset column carries the fixed offsets (empty for free buffers).
     if (!offsets.empty()) {
       fmt::format_to(std::back_inserter(out), ",{}\n", offsets[i]);

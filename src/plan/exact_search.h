@@ -28,7 +28,8 @@ struct SearchBudget {
 
 class ExactSearch {
  public:
-  // `members`: the buffer indices of one time partition (or all of them).
+  // `members`: the buffer indices of one time partition (or all of them),
+  // none with gaps (DisjunctiveSearch takes those).
   ExactSearch(const Problem& problem, const std::vector<int>& members);
 
   // Looks for offsets of the members with every offset + size <= capacity.

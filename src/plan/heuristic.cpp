@@ -20,29 +20,53 @@ Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const Co
   // neighbours and must not drag whole Buffer records through the cache.
   std::vector<int64_t> size(n), offset(n, -1);
   for (size_t i = 0; i < n; ++i) size[i] = b[i].size;
+  // Buffers with gaps occupy several rectangles; the others one, handled
+  // inline. The conflict graph joins lifetimes, so with gaps a neighbour
+  // may turn out to share no moment at all.
+  const bool gapped = problem.has_gaps();
+  std::vector<std::vector<Occupancy>> pieces(gapped ? n : 0);
+  if (gapped) {
+    for (size_t i = 0; i < n; ++i) pieces[i] = occupancy(b[i]);
+  }
   // Pinned buffers first: everything else fits around them.
   for (size_t i = 0; i < n; ++i) {
     if (b[i].fixed_offset) offset[i] = *b[i].fixed_offset;
   }
-  std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of placed conflicting buffers
+  // Offsets the buffer being placed must not take, as half-open ranges
+  // [first, end): a placed neighbour at y with `size_j` bytes forbids
+  // [y - size_i + 1, y + size_j). In gaps, each pair of rectangles that
+  // share a moment forbids its own range.
+  std::vector<std::pair<int64_t, int64_t>> forbidden;
   for (int idx : order) {
     const auto i = static_cast<size_t>(idx);
     if (offset[i] >= 0) continue;
     const int64_t alignment = b[i].alignment;
-    taken.clear();
-    for (int j : conflicts.neighbors(i)) {
-      const int64_t at = offset[static_cast<size_t>(j)];
-      if (at >= 0) taken.emplace_back(at, at + size[static_cast<size_t>(j)]);
+    forbidden.clear();
+    for (int jdx : conflicts.neighbors(i)) {
+      const auto j = static_cast<size_t>(jdx);
+      const int64_t at = offset[j];
+      if (at < 0) continue;
+      if (!gapped || (b[i].gaps.empty() && b[j].gaps.empty())) {
+        forbidden.emplace_back(at - size[i] + 1, at + size[j]);
+        continue;
+      }
+      for (const Occupancy& p : pieces[i]) {
+        for (const Occupancy& q : pieces[j]) {
+          if (p.lower < q.upper && q.lower < p.upper) forbidden.emplace_back(at + q.begin - p.end + 1, at + q.end - p.begin);
+        }
+      }
     }
     // By start alone: the scan below keeps the furthest end seen.
-    std::sort(taken.begin(), taken.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::sort(forbidden.begin(), forbidden.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     int64_t best = -1;
     int64_t best_gap = std::numeric_limits<int64_t>::max();
-    int64_t cursor = 0;
-    for (const auto& [start, end] : taken) {
+    int64_t cursor = 0;  // the lowest offset not yet ruled out
+    for (const auto& [first, end] : forbidden) {
       const int64_t at = align_up(cursor, alignment);
-      if (at + size[i] <= start) {
-        const int64_t gap = start - cursor;
+      if (at < first) {
+        // The free space around offsets [cursor, first) is first - cursor
+        // bytes more than the buffer: best fit takes the tightest.
+        const int64_t gap = first - cursor;
         if (rule == GapRule::FirstFit) {
           best = at;
           break;

@@ -10,13 +10,14 @@
 #include "gpumem/plan/model_plan.h"
 
 namespace gpumem::plan {
-namespace {
 
-bool is_csv(const std::string& path) {
+bool is_csv_path(const std::string& path) {
   return path.size() >= 4 && std::equal(path.end() - 4, path.end(), ".csv", [](char a, char b) {
            return std::tolower(static_cast<unsigned char>(a)) == b;
          });
 }
+
+namespace {
 
 void apply_alignment(Problem& problem, std::optional<int64_t> alignment) {
   if (!alignment) return;
@@ -30,7 +31,7 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
   PlanReport report;
   report.input = path;
   report.capacity = request.solve.capacity;
-  if (is_csv(path)) {
+  if (is_csv_path(path)) {
     CsvProblem csv = read_csv(path);
     report.problem = std::move(csv.problem);
     for (size_t i = 0; i < report.problem.buffers.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include "gpumem/plan/solver.h"
 #include "gpumem/plan/validate.h"
 #include "plan/conflicts.h"
+#include "plan/disjunctive_search.h"
 #include "plan/exact_search.h"
 #include "plan/heuristic.h"
 #include "plan/portfolio.h"
@@ -26,15 +28,30 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxExactBuffers = 2000;
 
 // Every arena of a canonical plan is a multiple of this: targets and proven
-// bounds move in steps of it.
+// bounds move in steps of it. (Canonical offsets are sums and differences of
+// sizes, window bounds, alignments and pinned offsets.)
 int64_t granularity(const Problem& problem) {
   int64_t g = 0;
   for (const auto& b : problem.buffers) {
     g = std::gcd(g, b.size);
     if (b.alignment > 1) g = std::gcd(g, b.alignment);
     if (b.fixed_offset) g = std::gcd(g, *b.fixed_offset);
+    for (const Gap& gap : b.gaps) {
+      if (gap.window) g = std::gcd(std::gcd(g, gap.window->lower), gap.window->upper);
+    }
   }
   return g > 0 ? g : 1;
+}
+
+void check_gaps(const Problem& problem) {
+  for (const auto& b : problem.buffers) {
+    if (auto why = gap_error(b)) throw InputError(fmt::format("buffer '{}': {}", printable(b.id), *why));
+  }
+}
+
+bool has_gaps(const Problem& problem, const std::vector<int>& members) {
+  return std::any_of(members.begin(), members.end(),
+                     [&](int i) { return !problem.buffers[static_cast<size_t>(i)].gaps.empty(); });
 }
 
 int64_t round_up(int64_t v, int64_t g) { return (v + g - 1) / g * g; }
@@ -72,11 +89,29 @@ int64_t partition_lower_bound(const Problem& p, const std::vector<int>& members)
 
 }  // namespace
 
+const char* to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::Optimal: return "optimal";
+    case StopReason::Fits: return "fits";
+    case StopReason::NoFit: return "no_fit";
+    case StopReason::HeuristicOnly: return "heuristic_only";
+    case StopReason::TimeLimit: return "time_limit";
+    case StopReason::NodeLimit: return "node_limit";
+    case StopReason::TooLarge: return "too_large";
+    case StopReason::TooManyPairs: return "too_many_pairs";
+  }
+  return "unknown";
+}
+
 SolveResult solve(const Problem& problem, const SolveOptions& options) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(std::max(options.time_limit_seconds, 0.0)));
+  check_gaps(problem);
   check_fixed(problem);
+  // `exact` never settles for a plan that merely fits.
+  const bool minimize = options.minimize || options.solver == SolverKind::Exact;
+  const size_t max_exact_buffers = options.solver == SolverKind::Exact ? SIZE_MAX : kMaxExactBuffers;
 
   SolveResult result;
   result.lower_bound = lower_bound(problem);
@@ -97,9 +132,18 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   }
   if (moved) result.plan.arena = arena_size(problem, result.plan.offsets);
 
-  const auto finish = [&]() {
-    result.optimal = result.plan.arena <= result.proven_bound;
-    result.proven_bound = std::min(result.proven_bound, result.plan.arena);
+  const auto finish = [&](StopReason otherwise) {
+    // A bound above a plan that exists is a bug in a search or a bound, never
+    // something to paper over: it would make other claims of optimality
+    // suspect.
+    if (result.proven_bound > result.plan.arena) {
+      throw std::logic_error(fmt::format("the planner proved no plan below {} bytes, but found one of {} (a bug: please report it)",
+                                         result.proven_bound, result.plan.arena));
+    }
+    result.optimal = result.plan.arena == result.proven_bound;
+    result.stopped = result.optimal ? StopReason::Optimal : otherwise;
+    result.limit_reached = result.stopped == StopReason::TimeLimit || result.stopped == StopReason::NodeLimit ||
+                           result.stopped == StopReason::TooLarge || result.stopped == StopReason::TooManyPairs;
     result.gap_bytes = result.plan.arena - result.proven_bound;
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
@@ -107,10 +151,12 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
 
   result.partitions = static_cast<int>(detail::time_partitions(problem).size());
   const bool fits = options.capacity && result.plan.arena <= *options.capacity;
-  if (options.solver == SolverKind::Heuristic || result.plan.arena <= result.proven_bound ||
-      (fits && !options.minimize)) {
-    return finish();
-  }
+  if (options.solver == SolverKind::Heuristic) return finish(StopReason::HeuristicOnly);
+  if (result.plan.arena <= result.proven_bound) return finish(StopReason::Optimal);
+  if (fits && !minimize) return finish(StopReason::Fits);
+  if (options.time_limit_seconds <= 0) return finish(StopReason::TimeLimit);  // no time to search at all
+  // Past this many conflicting pairs no exact search can hold the conflicts.
+  if (detail::conflicting_pairs(problem) > detail::kMaxConflictPairs) return finish(StopReason::TooManyPairs);
 
   // Exact search, partition by partition: the arena is the largest of theirs.
   std::vector<Partition> parts;
@@ -129,11 +175,16 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     part.members = std::move(members);
     parts.push_back(std::move(part));
   }
-  // Per partition: the skyline portfolio where it applies, else the general
-  // search (alignment the sizes do not guarantee, or pinned buffers).
+  // Per partition: the skyline portfolio where it applies; else the general
+  // search (alignment the sizes do not guarantee, or pinned buffers); and
+  // where buffers have gaps, the disjunctive search, the one that reads them.
   std::vector<std::optional<detail::ExactSearch>> general(parts.size());
+  std::vector<std::optional<detail::DisjunctiveSearch>> disjunctive(parts.size());
   for (size_t p = 0; p < parts.size(); ++p) {
-    if (parts[p].members.size() <= kMaxExactBuffers && !detail::SkylineSearch::applicable(problem, parts[p].members, g)) {
+    if (parts[p].members.size() > max_exact_buffers) continue;
+    if (has_gaps(problem, parts[p].members)) {
+      disjunctive[p].emplace(problem, parts[p].members);
+    } else if (!detail::SkylineSearch::applicable(problem, parts[p].members, g)) {
       general[p].emplace(problem, parts[p].members);
     }
   }
@@ -143,6 +194,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   budget.node_limit = options.node_limit;
   std::vector<int64_t> offsets = result.plan.offsets;
   bool improved = false;
+  bool too_large = false;  // a partition the exact search does not take stopped it
 
   // Every partition must reach `target`; returns false when one cannot (and
   // then raises the proven bound) or the budget ran out.
@@ -156,13 +208,16 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
         overall = detail::SearchStatus::Infeasible;
         break;
       }
-      if (parts[p].members.size() > kMaxExactBuffers) {
+      if (parts[p].members.size() > max_exact_buffers) {
+        too_large = true;
         overall = detail::SearchStatus::Limit;  // too large to search: the heuristic plan stands
         break;
       }
       detail::SearchStatus status;
       if (options.node_limit != 0 && budget.nodes >= options.node_limit) {
         status = detail::SearchStatus::Limit;  // the node budget is spent (0 below would mean "no limit")
+      } else if (disjunctive[p]) {
+        status = disjunctive[p]->find(target, budget, offsets);
       } else if (general[p]) {
         status = general[p]->find(target, budget, offsets);
       } else {
@@ -174,6 +229,10 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
       }
       if (status == detail::SearchStatus::Found) {
         parts[p].arena = partition_arena(problem, parts[p].members, offsets);
+        if (parts[p].arena > target) {
+          throw std::logic_error(fmt::format("a search claimed a plan within {} bytes but found one of {} (a bug: please "
+                                             "report it)", target, parts[p].arena));
+        }
         improved = true;
       } else {
         // Arenas of canonical plans are multiples of g: none fits `target`,
@@ -199,16 +258,17 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     return b;
   };
 
-  if (options.capacity && !options.minimize) {
+  bool no_fit = false;  // proven: nothing fits the capacity
+  if (options.capacity && !minimize) {
     // The decision problem: any plan within the capacity will do.
     const auto status = reach(*options.capacity, deadline);
-    result.limit_reached = status == detail::SearchStatus::Limit;
+    no_fit = status == detail::SearchStatus::Infeasible;
   } else {
     // Minimise. A capacity comes first: fitting it is what the caller needs.
     // Then most real instances pack at their lower bound: try that with a
     // third of the time left, then close in from above.
     if (options.capacity && global_arena() > *options.capacity) {
-      if (reach(*options.capacity, deadline) == detail::SearchStatus::Limit) result.limit_reached = true;
+      no_fit = reach(*options.capacity, deadline) == detail::SearchStatus::Infeasible;
     }
     const auto first_try = Clock::now() + (deadline - Clock::now()) / 3;
     auto status = reach(global_proven(), first_try);
@@ -217,13 +277,8 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
       const int64_t proven = global_proven();
       if (arena <= proven) break;
       status = reach(arena - g, deadline);
-      if (status == detail::SearchStatus::Limit) {
-        result.limit_reached = true;
-        break;
-      }
-      if (status == detail::SearchStatus::Infeasible) break;  // arena - g is impossible: arena is optimal
+      if (status != detail::SearchStatus::Found) break;  // a limit, or arena - g is impossible: arena is optimal
     }
-    if (global_arena() > global_proven()) result.limit_reached = true;  // only a limit leaves a gap
   }
 
   if (improved) {
@@ -233,7 +288,18 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   }
   result.proven_bound = std::max(result.proven_bound, global_proven());
   result.nodes = budget.nodes;
-  return finish();
+  // Why the search ended without proving the plan optimal.
+  StopReason why = StopReason::TimeLimit;
+  if (options.capacity && result.plan.arena <= *options.capacity && !minimize) {
+    why = StopReason::Fits;
+  } else if (no_fit && !minimize) {
+    why = StopReason::NoFit;
+  } else if (too_large) {
+    why = StopReason::TooLarge;
+  } else if (options.node_limit != 0 && budget.nodes >= options.node_limit && Clock::now() < deadline) {
+    why = StopReason::NodeLimit;
+  }
+  return finish(why);
 }
 
 }  // namespace gpumem::plan

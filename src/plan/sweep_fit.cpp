@@ -1,6 +1,8 @@
 // The fallback for inputs with too many conflicting pairs to list: place
 // buffers in order of birth, like an allocator would at run time, each in
-// the best-fitting free gap. O(n log n) whatever the overlap.
+// the best-fitting free gap. O(n log n) whatever the overlap. Gaps are not
+// used: each buffer holds its whole size for its whole lifetime, which is
+// stricter than the problem, so the plan stays valid, only larger.
 #include <algorithm>
 #include <map>
 #include <numeric>

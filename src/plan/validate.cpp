@@ -55,59 +55,76 @@ std::optional<Violation> check_each(const Problem& problem, const std::vector<in
   return std::nullopt;
 }
 
-// A sweep over time. The active buffers sit in a set ordered by offset; while
-// the plan is valid so far they are pairwise disjoint, so a buffer that comes
-// alive overlaps some active buffer exactly when it overlaps its neighbour
-// below or above in that order. Starts are visited in time order, so the first
-// collision found is the earliest one in time (ties: the lower index).
+// A sweep over time. The active rectangles (what each buffer occupies: its
+// whole size, or a gap's window) sit in a set ordered by their first byte;
+// while the plan is valid so far they are pairwise disjoint, so one that
+// comes alive overlaps some active one exactly when it overlaps its
+// neighbour below or above in that order. Starts are visited in time order,
+// so the first collision found is the earliest one in time (ties: the lower
+// index). Rectangles of one buffer never share a moment.
 std::optional<Violation> check_overlaps(const Problem& problem, const std::vector<int64_t>& offsets) {
+  struct Piece {
+    int buffer;
+    uint64_t begin, end;  // absolute bytes [begin, end)
+  };
   struct Event {
     int64_t time;
     bool start;  // ends sort before starts at the same time: lifetimes are half-open
-    int index;
+    int piece;
   };
+  std::vector<Piece> pieces;
   std::vector<Event> events;
   events.reserve(problem.buffers.size() * 2);
+  auto add = [&](size_t i, int64_t lower, int64_t upper, int64_t begin, int64_t end) {
+    // The offset is non-negative (checked before) and begin <= end <= size,
+    // so in unsigned arithmetic nothing wraps, whatever the values.
+    const auto at = static_cast<uint64_t>(offsets[i]);
+    pieces.push_back({static_cast<int>(i), at + static_cast<uint64_t>(begin), at + static_cast<uint64_t>(end)});
+    events.push_back(Event{lower, true, static_cast<int>(pieces.size() - 1)});
+    events.push_back(Event{upper, false, static_cast<int>(pieces.size() - 1)});
+  };
   for (size_t i = 0; i < problem.buffers.size(); ++i) {
     const Buffer& b = problem.buffers[i];
-    if (!occupies(b)) continue;
-    events.push_back(Event{b.lower, true, static_cast<int>(i)});
-    events.push_back(Event{b.upper, false, static_cast<int>(i)});
+    if (b.gaps.empty()) {
+      if (occupies(b)) add(i, b.lower, b.upper, 0, b.size);
+      continue;
+    }
+    for (const Occupancy& o : occupancy(b)) add(i, o.lower, o.upper, o.begin, o.end);
   }
-  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+  std::sort(events.begin(), events.end(), [&](const Event& a, const Event& b) {
     if (a.time != b.time) return a.time < b.time;
     if (a.start != b.start) return !a.start;
-    return a.index < b.index;
+    return pieces[static_cast<size_t>(a.piece)].buffer < pieces[static_cast<size_t>(b.piece)].buffer;
   });
 
-  std::set<std::pair<int64_t, int>> active;  // (offset, buffer index)
-  const auto collide = [&](int a, int b) {
+  std::set<std::pair<uint64_t, int>> active;  // (first byte, piece)
+  const auto collide = [&](int pa, int pb, int64_t time) {
+    const int a = pieces[static_cast<size_t>(pa)].buffer, b = pieces[static_cast<size_t>(pb)].buffer;
     const size_t ia = static_cast<size_t>(std::min(a, b));
     const size_t ib = static_cast<size_t>(std::max(a, b));
-    return Violation{Violation::Kind::Overlap, static_cast<int>(ia), static_cast<int>(ib),
-                     fmt::format("buffers {} and {} overlap", describe(problem.buffers[ia], offsets[ia]),
-                                 describe(problem.buffers[ib], offsets[ib]))};
+    std::string message = fmt::format("buffers {} and {} overlap", describe(problem.buffers[ia], offsets[ia]),
+                                      describe(problem.buffers[ib], offsets[ib]));
+    if (!problem.buffers[ia].gaps.empty() || !problem.buffers[ib].gaps.empty()) {
+      message += fmt::format(" at time {}, outside their gaps", time);
+    }
+    return Violation{Violation::Kind::Overlap, static_cast<int>(ia), static_cast<int>(ib), std::move(message)};
   };
   for (const Event& e : events) {
-    const size_t i = static_cast<size_t>(e.index);
-    const std::pair<int64_t, int> key{offsets[i], e.index};
+    const Piece& p = pieces[static_cast<size_t>(e.piece)];
+    const std::pair<uint64_t, int> key{p.begin, e.piece};
     if (!e.start) {
       active.erase(key);
       continue;
     }
+    if (p.end == p.begin) continue;  // an empty window holds nothing
     const auto [it, inserted] = active.insert(key);
-    (void)inserted;  // indices are unique
+    (void)inserted;  // pieces are unique
     if (it != active.begin()) {
       const auto below = std::prev(it);
-      const size_t j = static_cast<size_t>(below->second);
-      if (end_of(offsets[j], problem.buffers[j]) > static_cast<uint64_t>(offsets[i])) {
-        return collide(below->second, e.index);
-      }
+      if (pieces[static_cast<size_t>(below->second)].end > p.begin) return collide(below->second, e.piece, e.time);
     }
     if (const auto above = std::next(it); above != active.end()) {
-      if (static_cast<uint64_t>(above->first) < end_of(offsets[i], problem.buffers[i])) {
-        return collide(above->second, e.index);
-      }
+      if (above->first < p.end) return collide(above->second, e.piece, e.time);
     }
   }
   return std::nullopt;
@@ -119,6 +136,11 @@ std::optional<Violation> validate(const Problem& problem, const std::vector<int6
   if (offsets.size() != problem.buffers.size()) {
     return Violation{Violation::Kind::WrongCount, -1, -1,
                      fmt::format("the plan has {} offsets for {} buffers", offsets.size(), problem.buffers.size())};
+  }
+  for (size_t i = 0; i < problem.buffers.size(); ++i) {
+    if (auto why = gap_error(problem.buffers[i])) {
+      throw InputError(fmt::format("buffer '{}': {}", printable(problem.buffers[i].id), *why));
+    }
   }
   if (auto v = check_each(problem, offsets)) return v;
   return check_overlaps(problem, offsets);

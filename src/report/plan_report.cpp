@@ -5,6 +5,26 @@
 #include "gpumem/common/units.h"
 
 namespace gpumem {
+namespace {
+
+std::string stop_explanation(plan::StopReason reason) {
+  switch (reason) {
+    case plan::StopReason::Optimal: return "the plan is optimal";
+    case plan::StopReason::Fits: return "the plan fits the capacity (--minimize keeps looking for a smaller one)";
+    case plan::StopReason::NoFit: return "proven: no plan fits the capacity";
+    case plan::StopReason::HeuristicOnly: return "--solver heuristic runs no exact search";
+    case plan::StopReason::TimeLimit: return "the time limit ran out (--time-limit)";
+    case plan::StopReason::NodeLimit: return "the node limit ran out";
+    case plan::StopReason::TooLarge:
+      return "a time partition has over 2,000 buffers, more than the exact search takes by default (--solver exact "
+             "takes it)";
+    case plan::StopReason::TooManyPairs:
+      return "over 50 million pairs of buffers live at the same time: too many for the exact search";
+  }
+  return "unknown";
+}
+
+}  // namespace
 
 std::string render_plan_text(const plan::PlanReport& r) {
   const auto& res = r.result;
@@ -20,8 +40,8 @@ std::string render_plan_text(const plan::PlanReport& r) {
   if (res.optimal) {
     line(fmt::format("Optimal     proven{}", res.plan.arena == res.lower_bound ? " (the arena equals the lower bound)" : ""));
   } else {
-    line(fmt::format("Optimal     not proven: at most {} above the optimum{}", format_bytes(static_cast<uint64_t>(res.gap_bytes)),
-                     res.limit_reached ? " (the time limit ran out)" : ""));
+    line(fmt::format("Optimal     not proven: at most {} above the optimum", format_bytes(static_cast<uint64_t>(res.gap_bytes))));
+    line(fmt::format("            stopped: {}", stop_explanation(res.stopped)));
   }
   line(fmt::format("Solver      {}, {}{}", res.solver,
                    res.seconds < 1 ? fmt::format("{:.2f} ms", res.seconds * 1e3) : fmt::format("{:.2f} s", res.seconds),
@@ -41,8 +61,9 @@ std::string render_plan_text(const plan::PlanReport& r) {
     line();
     line(r.fits ? fmt::format("Capacity    {:>12}  fits, {} to spare", format_bytes(static_cast<uint64_t>(*r.capacity)),
                               format_bytes(static_cast<uint64_t>(*r.capacity - res.plan.arena)))
-                : fmt::format("Capacity    {:>12}  DOES NOT FIT: {} short", format_bytes(static_cast<uint64_t>(*r.capacity)),
-                              format_bytes(static_cast<uint64_t>(res.plan.arena - *r.capacity))));
+                : fmt::format("Capacity    {:>12}  DOES NOT FIT: {} short{}", format_bytes(static_cast<uint64_t>(*r.capacity)),
+                              format_bytes(static_cast<uint64_t>(res.plan.arena - *r.capacity)),
+                              res.proven_bound > *r.capacity ? "; no plan fits (proven)" : ""));
   }
   return out;
 }
@@ -65,6 +86,7 @@ nlohmann::ordered_json plan_to_json(const plan::PlanReport& r) {
   doc["search_nodes"] = res.nodes;
   doc["partitions"] = res.partitions;
   doc["limit_reached"] = res.limit_reached;
+  doc["stop_reason"] = plan::to_string(res.stopped);
   doc["capacity_bytes"] = r.capacity ? json(*r.capacity) : json(nullptr);
   doc["fits"] = r.fits;
   if (r.from_model) {
@@ -76,12 +98,18 @@ nlohmann::ordered_json plan_to_json(const plan::PlanReport& r) {
   json buffers = json::array();
   for (size_t i = 0; i < r.problem.buffers.size(); ++i) {
     const auto& b = r.problem.buffers[i];
-    buffers.push_back({{"id", b.id},
-                       {"lower", b.lower},
-                       {"upper", b.upper},
-                       {"size", b.size},
-                       {"alignment", b.alignment},
-                       {"offset", res.plan.offsets[i]}});
+    json buffer = {{"id", b.id},         {"lower", b.lower},         {"upper", b.upper},
+                   {"size", b.size},     {"alignment", b.alignment}, {"offset", res.plan.offsets[i]}};
+    if (!b.gaps.empty()) {
+      json gaps = json::array();
+      for (const auto& g : b.gaps) {
+        gaps.push_back({{"lower", g.lower},
+                        {"upper", g.upper},
+                        {"window", g.window ? json::array({g.window->lower, g.window->upper}) : json(nullptr)}});
+      }
+      buffer["gaps"] = std::move(gaps);
+    }
+    buffers.push_back(std::move(buffer));
   }
   doc["buffers"] = buffers;
   return doc;

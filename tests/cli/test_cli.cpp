@@ -10,35 +10,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_runner.h"
 #include "model/onnx_builder.h"
 #include "test_paths.h"
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(const std::string& args) {
-  // ctest runs tests in parallel processes: one stderr file per process.
-  const std::string err_file = testing::TempDir() + "gpumem_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = std::string(GPUMEM_CLI_PATH) + " " + args + " 2>" + err_file;
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* e = fopen(err_file.c_str(), "r")) {
-    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-    fclose(e);
-  }
-  return r;
-}
+using gpumem::test::CliRun;
+using gpumem::test::run;
+using gpumem::test::write_temp;
 
 std::string model(const std::string& name) { return gpumem::test::model_path(name).string(); }
 
@@ -110,12 +90,6 @@ TEST(Cli, BadFlagsAreRejected) {
   EXPECT_EQ(run("inspect " + model("resnet50") + " --dim N").code, 2);
   EXPECT_EQ(run("inspect").code, 2);
   EXPECT_EQ(run("frobnicate").code, 2);
-}
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = testing::TempDir() + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
 }
 
 const char* kReadmeExample =

@@ -169,12 +169,14 @@ TEST(PlanCsv, CrlfBlankLinesAndAMissingFinalNewlineReadTheSame) {
 TEST(PlanCsv, ColumnsComeInAnyOrderWithOptionalOnesIgnoredOrRead) {
   const CsvProblem p = parse_csv(
       "size,gaps,upper,offset,hint,id,alignment,lower\n"
-      "4,1-2 5-6,3,8,7,b1,4,0\n"
+      "4,1-2 2-3@0:2,3,8,7,b1,4,0\n"
       "16, , 9 , ,-1, b2 ,1,3\n",
       "any.csv");
   ASSERT_EQ(p.problem.buffers.size(), 2u);
   expect_buffer(p.problem.buffers[0], "b1", 0, 3, 4, 4);
   expect_buffer(p.problem.buffers[1], "b2", 3, 9, 16, 1);  // spaces and tabs around cells are trimmed
+  EXPECT_EQ(p.problem.buffers[0].gaps, (std::vector<Gap>{{1, 2, std::nullopt}, {2, 3, Window{0, 2}}}));
+  EXPECT_TRUE(p.problem.buffers[1].gaps.empty());
   EXPECT_TRUE(p.has_offsets);
   EXPECT_EQ(p.offsets[0], 8);
   EXPECT_FALSE(p.offsets[1]);

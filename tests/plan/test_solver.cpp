@@ -1,7 +1,6 @@
 // The planners on random instances: every plan validates, the exact search
 // never loses to the heuristics, equals brute force on tiny instances, and
 // packs rectangle cuts to the rectangle's height.
-#include <functional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -11,7 +10,9 @@
 #include "gpumem/plan/validate.h"
 #include "plan/conflicts.h"
 #include "plan/heuristic.h"
+#include "plan/brute_force.h"
 #include "plan/plan_instances.h"
+#include "plan/skyline_search.h"
 
 namespace gpumem::plan {
 namespace {
@@ -22,38 +23,12 @@ SolveOptions exact(double seconds = 5) {
   return o;
 }
 
-// The smallest arena over every assignment of offsets.
+// The smallest arena over every assignment of offsets, buffers colliding
+// when their lifetimes and byte ranges intersect.
 int64_t brute_force(const Problem& p) {
-  // Stacking everything above the pinned buffers, each aligned, always fits:
-  // no optimum is larger, so no offset beyond it needs trying.
-  int64_t bound = 0;
-  for (const auto& b : p.buffers) {
-    if (b.fixed_offset) bound = std::max(bound, *b.fixed_offset + b.size);
-  }
-  for (const auto& b : p.buffers) bound += b.size + b.alignment;
-  std::vector<int64_t> offsets(p.buffers.size(), 0);
-  int64_t best = bound + 1;
-  std::function<void(size_t, int64_t)> go = [&](size_t i, int64_t arena) {
-    if (arena >= best) return;
-    if (i == p.buffers.size()) {
-      best = arena;
-      return;
-    }
-    const auto& b = p.buffers[i];
-    for (int64_t o = 0; o + b.size <= best; o += b.alignment) {
-      if (b.fixed_offset && o != *b.fixed_offset) continue;
-      bool clash = false;
-      for (size_t j = 0; j < i && !clash; ++j) {
-        const auto& c = p.buffers[j];
-        clash = b.overlaps_in_time(c) && o < offsets[j] + c.size && offsets[j] < o + b.size;
-      }
-      if (clash) continue;
-      offsets[i] = o;
-      go(i + 1, std::max(arena, o + b.size));
-    }
-  };
-  go(0, 0);
-  return best;
+  return test::brute_force_arena(p, [](const Buffer& x, int64_t ox, const Buffer& y, int64_t oy) {
+    return x.overlaps_in_time(y) && ox < oy + y.size && oy < ox + x.size;
+  });
 }
 
 TEST(Solver, MiniMallocReadmeExamplePacksAtItsLowerBound) {
@@ -155,6 +130,50 @@ TEST(Solver, CapacityStopsAtTheFirstPlanThatFitsWhenNotMinimising) {
   EXPECT_FALSE(validate(p, r.plan.offsets));
 }
 
+// The default with a capacity: the first plan that fits, with no search
+// when the heuristics' plan already does, and the reason said.
+TEST(Solver, ByDefaultACapacityIsADecisionNotAMinimisation) {
+  for (uint64_t seed = 1; seed < 200; ++seed) {
+    std::mt19937_64 rng(seed);
+    const Problem p = test::rectangle_cut(rng, 40, 400, 256);
+    const int64_t heuristic = best_heuristic(p).plan.arena;
+    if (heuristic == 256) continue;  // nothing left to search for
+    SolveOptions o = exact();
+    o.capacity = heuristic;
+    SolveResult r = solve(p, o);
+    EXPECT_EQ(r.plan.arena, heuristic);
+    EXPECT_EQ(r.stopped, StopReason::Fits);
+    EXPECT_EQ(r.nodes, 0u);
+    EXPECT_FALSE(r.optimal);
+    EXPECT_FALSE(r.limit_reached);
+    o.minimize = true;
+    r = solve(p, o);
+    EXPECT_EQ(r.plan.arena, 256);
+    EXPECT_EQ(r.stopped, StopReason::Optimal);
+    // `exact` never settles for a plan that merely fits.
+    o.minimize = false;
+    o.solver = SolverKind::Exact;
+    EXPECT_EQ(solve(p, o).plan.arena, 256);
+    return;
+  }
+  FAIL() << "no instance where the heuristics miss the optimum";
+}
+
+// A hit in the table of failed states prunes a live search: it must match
+// the whole 128-bit key, never one half.
+TEST(FailedStates, AHitNeedsBothHalvesOfTheKey) {
+  detail::FailedStates failed(4);
+  failed.insert({0x1234, 0x5678});
+  EXPECT_TRUE(failed.contains({0x1234, 0x5678}));
+  EXPECT_FALSE(failed.contains({0x1234, 0x5679}));
+  EXPECT_FALSE(failed.contains({0x1235, 0x5678}));
+  // Keys that share a slot in both halves' positions do not shadow each other.
+  failed.insert({0x1234 + 16, 0x5678 + 16});
+  EXPECT_TRUE(failed.contains({0x1234, 0x5678}));
+  EXPECT_TRUE(failed.contains({0x1234 + 16, 0x5678 + 16}));
+  EXPECT_FALSE(failed.contains({0x1234 + 16, 0x5678}));
+}
+
 TEST(Solver, ALimitLeavesAValidPlanAndReportsTheGap) {
   std::mt19937_64 rng(6);
   const Problem p = test::random_problem(rng, 200, 100, 1000);
@@ -165,6 +184,7 @@ TEST(Solver, ALimitLeavesAValidPlanAndReportsTheGap) {
   EXPECT_FALSE(validate(p, r.plan.offsets));
   if (!r.optimal) {
     EXPECT_TRUE(r.limit_reached);
+    EXPECT_EQ(r.stopped, StopReason::NodeLimit);
     EXPECT_EQ(r.gap_bytes, r.plan.arena - r.proven_bound);
     EXPECT_GT(r.gap_bytes, 0);
   }

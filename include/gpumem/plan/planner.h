@@ -32,6 +32,10 @@ struct PlanReport {
   int64_t in_place_saved_bytes() const { return std::max<int64_t>(0, arena_without_in_place - result.plan.arena); }
 };
 
+// Whether plan_file() reads `path` as MiniMalloc's CSV (the name ends in
+// .csv, any case) rather than as an ONNX model.
+bool is_csv_path(const std::string& path);
+
 // INPUT ending in .csv is read as MiniMalloc's format (an `offset` column
 // there pins buffers), anything else as an ONNX model.
 PlanReport plan_file(const std::string& path, const PlanRequest& request);

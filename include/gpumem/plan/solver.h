@@ -6,7 +6,10 @@
 //  * Exact: a complete branch-and-bound over canonical plans (each buffer as
 //    low as it can go, placed in order of offset). It proves optimality, or
 //    reports the best plan and the remaining gap when its limits run out.
-//  * Auto: heuristics, then the exact search only while a gap remains.
+//  * Auto: heuristics, then the exact search only while a gap remains, on
+//    time partitions of at most 2,000 buffers.
+//  * Exact: the same, on partitions of any size, and with a capacity it
+//    keeps minimising after a plan fits (as `minimize` does).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,12 +20,29 @@ namespace gpumem::plan {
 
 enum class SolverKind { Auto, Heuristic, Exact };
 
+// Why solve() stopped where it did.
+enum class StopReason {
+  Optimal,        // the plan is proven optimal
+  Fits,           // it fits the capacity, and minimising was not asked for
+  NoFit,          // proven: no plan fits the capacity (the plan returned is the best found)
+  HeuristicOnly,  // SolverKind::Heuristic: no exact search was run
+  TimeLimit,      // the time limit ran out first
+  NodeLimit,      // the node limit ran out first
+  TooLarge,       // auto: a time partition has over 2,000 buffers (SolverKind::Exact takes it)
+  TooManyPairs,   // over 50 million conflicting pairs: no exact search can hold them
+};
+
+// "optimal", "fits", "no_fit", "heuristic_only", "time_limit", "node_limit",
+// "too_large", "too_many_pairs".
+const char* to_string(StopReason reason);
+
 struct SolveOptions {
   SolverKind solver = SolverKind::Auto;
   // With a capacity, the search stops at the first plan that fits (the
-  // decision problem MiniMalloc solves); without one it minimises the arena.
+  // decision problem MiniMalloc solves) unless `minimize` is set; without
+  // one it minimises the arena.
   std::optional<int64_t> capacity;
-  bool minimize = true;  // keep improving past `capacity` while time allows
+  bool minimize = false;  // keep improving past `capacity` while time allows
   double time_limit_seconds = 10.0;
   uint64_t node_limit = 0;  // 0: no limit
   int threads = 0;          // for the exact search; 0: the hardware's (at most 4)
@@ -40,7 +60,8 @@ struct SolveResult {
   double seconds = 0;
   uint64_t nodes = 0;       // exact-search nodes explored
   int partitions = 0;       // independent time partitions solved separately
-  bool limit_reached = false;
+  bool limit_reached = false;  // a time, node or size limit stopped the search
+  StopReason stopped = StopReason::Optimal;
 };
 
 SolveResult solve(const Problem& problem, const SolveOptions& options = {});

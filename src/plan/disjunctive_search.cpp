@@ -1,0 +1,180 @@
+// The disjunctive search, in short.
+//
+// Two buffers x and y collide at a shift d = offset(y) - offset(x) when some
+// rectangle of what x occupies (occupancy(): its size, or a gap's window)
+// meets one of y's at the same moment; each such meeting rules out an open
+// interval of d. So the problem is: choose offsets such that, for every
+// pair, d avoids its forbidden intervals, and every offset + size stays
+// within the capacity.
+//
+// Each node of the search holds a set of constraints offset(v) >= offset(u)
+// + w and their least solution: every offset as low as the constraints,
+// alignment and pinned offsets allow (raising offsets one constraint at a
+// time from zero reaches it, as in Bellman-Ford). If that solution collides
+// nowhere it is a plan. Else take a colliding pair whose d lies in a
+// forbidden interval (a, b): every plan that satisfies the node's
+// constraints lies above the least solution and must have d <= a or d >= b,
+// so the node branches on exactly those two constraints. Each branch rules
+// out the current solution, and a pair's intervals are finitely many, so
+// the tree is finite; it misses no plan, so when it is exhausted none fits.
+#include "plan/disjunctive_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "plan/conflicts.h"
+
+namespace gpumem::plan::detail {
+
+std::vector<std::pair<int64_t, int64_t>> forbidden_shifts(const Buffer& x, const Buffer& y) {
+  std::vector<std::pair<int64_t, int64_t>> raw;
+  if (!x.overlaps_in_time(y)) return raw;
+  const auto px = occupancy(x), py = occupancy(y);
+  for (const Occupancy& p : px) {
+    for (const Occupancy& q : py) {
+      // p's bytes [ox + p.begin, ox + p.end) meet q's [oy + q.begin, oy + q.end)
+      // exactly when p.begin - q.end < d < p.end - q.begin.
+      if (p.lower < q.upper && q.lower < p.upper) raw.emplace_back(p.begin - q.end, p.end - q.begin);
+    }
+  }
+  std::sort(raw.begin(), raw.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& [a, b] : raw) {
+    // Open intervals of integers: (a1, b1) and (a2, b2) join when a2 < b1.
+    if (!merged.empty() && a < merged.back().second) {
+      merged.back().second = std::max(merged.back().second, b);
+    } else {
+      merged.emplace_back(a, b);
+    }
+  }
+  return merged;
+}
+
+DisjunctiveSearch::DisjunctiveSearch(const Problem& problem, const std::vector<int>& members) {
+  const auto& b = problem.buffers;
+  for (int i : members) {
+    const Buffer& buf = b[static_cast<size_t>(i)];
+    index_.push_back(i);
+    size_.push_back(buf.size);
+    alignment_.push_back(std::max<int64_t>(buf.alignment, 1));
+    fixed_.push_back(buf.fixed_offset ? *buf.fixed_offset : -1);
+    unit_alignment_ = unit_alignment_ && buf.alignment <= 1;
+  }
+  const size_t m = index_.size();
+  for (size_t x = 0; x < m; ++x) {
+    for (size_t y = x + 1; y < m; ++y) {
+      if (fixed_[x] >= 0 && fixed_[y] >= 0) continue;  // checked before any search
+      auto forbidden = forbidden_shifts(b[static_cast<size_t>(index_[x])], b[static_cast<size_t>(index_[y])]);
+      // An interval (a, a + 1) holds no integer: no constraint.
+      std::erase_if(forbidden, [](const auto& f) { return f.second - f.first <= 1; });
+      if (!forbidden.empty()) pairs_.push_back({static_cast<int>(x), static_cast<int>(y), std::move(forbidden)});
+    }
+  }
+}
+
+// Adds offset(to) >= offset(from) + weight and restores the least solution.
+// Infeasible when an offset is pushed past its highest: beyond the capacity,
+// or off its pinned value. Raising values only ever climbs, so without
+// alignment a value raised more often than there are items is on a cycle
+// that climbs for ever (Bellman-Ford's argument); with alignment the climb
+// still ends at the capacity.
+SearchStatus DisjunctiveSearch::require(int from, int to, int64_t weight) {
+  out_[static_cast<size_t>(from)].push_back({to, weight});
+  queue_.clear();
+  std::fill(relaxed_.begin(), relaxed_.end(), 0);
+  std::fill(queued_.begin(), queued_.end(), 0);
+  queue_.push_back(from);
+  queued_[static_cast<size_t>(from)] = 1;
+  uint64_t steps = 0;
+  for (size_t head = 0; head < queue_.size(); ++head) {
+    const auto u = static_cast<size_t>(queue_[head]);
+    queued_[u] = 0;
+    for (const Edge& e : out_[u]) {
+      const auto v = static_cast<size_t>(e.to);
+      const int64_t want = align_up(low_[u] + e.weight, alignment_[v]);
+      if (want <= low_[v]) continue;
+      if (want > highest(e.to)) return SearchStatus::Infeasible;
+      low_[v] = want;
+      if (unit_alignment_ && ++relaxed_[v] > static_cast<int>(low_.size())) return SearchStatus::Infeasible;
+      if (!queued_[v]) {
+        queued_[v] = 1;
+        queue_.push_back(e.to);
+      }
+    }
+    if ((++steps & 0xffff) == 0 && std::chrono::steady_clock::now() >= budget_->deadline) return SearchStatus::Limit;
+    // Keep the queue from growing without bound: drop what was consumed.
+    if (head > 4096 && head * 2 > queue_.size()) {
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head) + 1);
+      head = static_cast<size_t>(-1);
+    }
+  }
+  return SearchStatus::Found;
+}
+
+SearchStatus DisjunctiveSearch::dfs() {
+  ++budget_->nodes;
+  if (budget_->exhausted()) return SearchStatus::Limit;
+
+  // The colliding pair lowest in the arena: plans grow bottom-up.
+  const Pair* pick = nullptr;
+  std::pair<int64_t, int64_t> interval;
+  int64_t pick_low = std::numeric_limits<int64_t>::max();
+  for (const Pair& p : pairs_) {
+    const int64_t lx = low_[static_cast<size_t>(p.x)], ly = low_[static_cast<size_t>(p.y)];
+    const int64_t d = ly - lx;
+    // The first interval that ends above d; d collides if it starts below d.
+    const auto it = std::upper_bound(p.forbidden.begin(), p.forbidden.end(), d,
+                                     [](int64_t value, const auto& f) { return value < f.second; });
+    if (it == p.forbidden.end() || it->first >= d) continue;
+    if (std::min(lx, ly) < pick_low) {
+      pick = &p;
+      interval = *it;
+      pick_low = std::min(lx, ly);
+    }
+  }
+  if (!pick) return SearchStatus::Found;
+
+  // y above x (d >= b), or x above y (d <= a): the one that moves the buffer
+  // already higher first, which keeps the lower one where it is.
+  const int x = pick->x, y = pick->y;
+  struct Branch {
+    int from, to;
+    int64_t weight;
+  };
+  Branch branches[2] = {{x, y, interval.second}, {y, x, -interval.first}};
+  if (low_[static_cast<size_t>(x)] > low_[static_cast<size_t>(y)]) std::swap(branches[0], branches[1]);
+  const std::vector<int64_t> saved = low_;
+  SearchStatus result = SearchStatus::Infeasible;
+  for (const Branch& br : branches) {
+    SearchStatus r = require(br.from, br.to, br.weight);
+    if (r == SearchStatus::Found) r = dfs();
+    if (r == SearchStatus::Found) return r;
+    out_[static_cast<size_t>(br.from)].pop_back();
+    low_ = saved;
+    if (r == SearchStatus::Limit) return r;
+  }
+  return result;
+}
+
+SearchStatus DisjunctiveSearch::find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets) {
+  capacity_ = capacity;
+  budget_ = &budget;
+  const size_t m = index_.size();
+  out_.assign(m, {});
+  low_.assign(m, 0);
+  relaxed_.assign(m, 0);
+  queued_.assign(m, 0);
+  for (size_t k = 0; k < m; ++k) {
+    if (fixed_[k] >= 0) low_[k] = fixed_[k];
+    // A pinned buffer that ends past the capacity rules out every plan.
+    if (low_[k] > highest(static_cast<int>(k)) || low_[k] + size_[k] > capacity) return SearchStatus::Infeasible;
+  }
+  const SearchStatus status = dfs();
+  if (status == SearchStatus::Found) {
+    for (size_t k = 0; k < m; ++k) offsets[static_cast<size_t>(index_[k])] = low_[k];
+  }
+  return status;
+}
+
+}  // namespace gpumem::plan::detail

@@ -1,0 +1,57 @@
+#pragma once
+// The exact search that takes everything a problem can say: gaps and their
+// windows, alignment, pinned buffers. Slower than the skyline search, so the
+// solver sends it only the time partitions the others cannot take (those
+// with gaps). See disjunctive_search.cpp for the method.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "gpumem/plan/problem.h"
+#include "plan/exact_search.h"
+
+namespace gpumem::plan::detail {
+
+// The shifts d = offset(y) - offset(x) at which what x and y occupy would
+// meet: open intervals (a, b), sorted and merged; empty when they never share
+// a moment.
+std::vector<std::pair<int64_t, int64_t>> forbidden_shifts(const Buffer& x, const Buffer& y);
+
+class DisjunctiveSearch {
+ public:
+  // `members`: the buffer indices of one time partition (or all of them).
+  DisjunctiveSearch(const Problem& problem, const std::vector<int>& members);
+
+  // Looks for offsets of the members with every offset + size <= capacity.
+  // On Found, writes them into `offsets` (indexed like problem.buffers).
+  SearchStatus find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets);
+
+ private:
+  struct Pair {
+    int x, y;                                          // items, x < y
+    std::vector<std::pair<int64_t, int64_t>> forbidden;  // of offset(y) - offset(x)
+  };
+  struct Edge {
+    int to;
+    int64_t weight;  // offset(to) >= offset(from) + weight
+  };
+
+  SearchStatus dfs();
+  SearchStatus require(int from, int to, int64_t weight);
+  int64_t highest(int item) const { return fixed_[static_cast<size_t>(item)] >= 0 ? fixed_[static_cast<size_t>(item)] : capacity_ - size_[static_cast<size_t>(item)]; }
+
+  std::vector<int> index_;  // item -> buffer index
+  std::vector<int64_t> size_, alignment_, fixed_;  // fixed_: -1 when free
+  std::vector<Pair> pairs_;
+  bool unit_alignment_ = true;
+
+  // Search state: the constraints chosen so far and their least solution.
+  int64_t capacity_ = 0;
+  SearchBudget* budget_ = nullptr;
+  std::vector<std::vector<Edge>> out_;  // per item
+  std::vector<int64_t> low_;            // per item: the lowest offset the constraints allow
+  std::vector<int> queue_, relaxed_;
+  std::vector<char> queued_;
+};
+
+}  // namespace gpumem::plan::detail
