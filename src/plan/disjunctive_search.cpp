@@ -17,6 +17,13 @@
 // so the node branches on exactly those two constraints. Each branch rules
 // out the current solution, and a pair's intervals are finitely many, so
 // the tree is finite; it misses no plan, so when it is exhausted none fits.
+//
+// Bound. In each time section the rectangles in use must be disjoint: each
+// starts no lower than its release (least offset + begin) and ends no higher
+// than its deadline (capacity - size + end). Whatever is released at or
+// above r must then fit between r and the latest of their deadlines, and
+// whatever is due by d between the earliest of their releases and d: the
+// one-machine scheduling bounds, checked at every node.
 #include "plan/disjunctive_search.h"
 
 #include <algorithm>
@@ -62,6 +69,28 @@ DisjunctiveSearch::DisjunctiveSearch(const Problem& problem, const std::vector<i
     unit_alignment_ = unit_alignment_ && buf.alignment <= 1;
   }
   const size_t m = index_.size();
+  // Sections: between consecutive ends of any member's rectangles.
+  std::vector<std::vector<Occupancy>> pieces(m);
+  std::vector<int64_t> times;
+  for (size_t k = 0; k < m; ++k) {
+    pieces[k] = occupancy(b[static_cast<size_t>(index_[k])]);
+    for (const Occupancy& o : pieces[k]) {
+      times.push_back(o.lower);
+      times.push_back(o.upper);
+    }
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  sections_.assign(times.empty() ? 0 : times.size() - 1, {});
+  for (size_t k = 0; k < m; ++k) {
+    for (const Occupancy& o : pieces[k]) {
+      const auto first = std::lower_bound(times.begin(), times.end(), o.lower) - times.begin();
+      const auto end = std::lower_bound(times.begin(), times.end(), o.upper) - times.begin();
+      for (auto s = first; s < end; ++s) sections_[static_cast<size_t>(s)].push_back({static_cast<int>(k), o.begin, o.end});
+    }
+  }
+  // One rectangle alone is bounded by its item's own range already.
+  std::erase_if(sections_, [](const auto& in_use) { return in_use.size() < 2; });
   for (size_t x = 0; x < m; ++x) {
     for (size_t y = x + 1; y < m; ++y) {
       if (fixed_[x] >= 0 && fixed_[y] >= 0) continue;  // checked before any search
@@ -112,9 +141,45 @@ SearchStatus DisjunctiveSearch::require(int from, int to, int64_t weight) {
   return SearchStatus::Found;
 }
 
+bool DisjunctiveSearch::sections_can_fit() {
+  for (const auto& in_use : sections_) {
+    scratch_.clear();
+    for (const InUse& u : in_use) {
+      const auto k = static_cast<size_t>(u.item);
+      scratch_.emplace_back(low_[k] + u.begin, highest(u.item) + u.end);
+    }
+    auto width = [&](size_t r) {
+      const InUse& u = in_use[r];
+      return u.end - u.begin;
+    };
+    std::vector<size_t>& order = order_;
+    order.resize(in_use.size());
+    for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+    // Released at or above r: they fit between r and their latest deadline.
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return scratch_[x].first > scratch_[y].first; });
+    int64_t total = 0, latest = INT64_MIN;
+    for (size_t r : order) {
+      total += width(r);
+      latest = std::max(latest, scratch_[r].second);
+      if (scratch_[r].first + total > latest) return false;
+    }
+    // Due by d: they fit between their earliest release and d.
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return scratch_[x].second < scratch_[y].second; });
+    total = 0;
+    int64_t earliest = INT64_MAX;
+    for (size_t r : order) {
+      total += width(r);
+      earliest = std::min(earliest, scratch_[r].first);
+      if (earliest + total > scratch_[r].second) return false;
+    }
+  }
+  return true;
+}
+
 SearchStatus DisjunctiveSearch::dfs() {
   ++budget_->nodes;
   if (budget_->exhausted()) return SearchStatus::Limit;
+  if (!sections_can_fit()) return SearchStatus::Infeasible;
 
   // The colliding pair lowest in the arena: plans grow bottom-up.
   const Pair* pick = nullptr;

@@ -38,12 +38,22 @@ class DisjunctiveSearch {
 
   SearchStatus dfs();
   SearchStatus require(int from, int to, int64_t weight);
+  bool sections_can_fit();
   int64_t highest(int item) const { return fixed_[static_cast<size_t>(item)] >= 0 ? fixed_[static_cast<size_t>(item)] : capacity_ - size_[static_cast<size_t>(item)]; }
 
   std::vector<int> index_;  // item -> buffer index
   std::vector<int64_t> size_, alignment_, fixed_;  // fixed_: -1 when free
   std::vector<Pair> pairs_;
   bool unit_alignment_ = true;
+  // Per time section (a span where the same rectangles are in use): the
+  // rectangles there, as (item, begin, end) bytes from the item's offset.
+  struct InUse {
+    int item;
+    int64_t begin, end;
+  };
+  std::vector<std::vector<InUse>> sections_;
+  std::vector<std::pair<int64_t, int64_t>> scratch_;  // (release, deadline) per rectangle
+  std::vector<size_t> order_;
 
   // Search state: the constraints chosen so far and their least solution.
   int64_t capacity_ = 0;
