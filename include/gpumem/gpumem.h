@@ -69,7 +69,10 @@ GPUMEM_API gpumem_status gpumem_simulated_complete(gpumem_device* device, uint64
 
 /* A caching allocator over `device`, set up by `config` in GPUMEM_ALLOC_CONF
  * syntax ("expandable_segments:true,history:10000"); NULL reads the
- * GPUMEM_ALLOC_CONF environment variable. A bad config is INVALID_ARGUMENT. */
+ * GPUMEM_ALLOC_CONF environment variable. A config that does not parse, or
+ * breaks a rule of validate() in gpumem/alloc/config.h (round_bytes 256, say),
+ * is INVALID_ARGUMENT, and gpumem_last_error() names the key and its value;
+ * *out is left untouched. */
 GPUMEM_API gpumem_status gpumem_allocator_create(gpumem_device* device, const char* config,
                                                  gpumem_allocator** out);
 /* Gives all cached memory back to the device; pointers still allocated from

@@ -707,8 +707,18 @@ Snapshot CachingAllocator::Impl::snapshot() const {
 
 // ---- the public class -------------------------------------------------------
 
+namespace {
+
+// Before anything is built from it: the history ring alone is sized by it.
+const AllocatorConfig& validated(const AllocatorConfig& config) {
+  validate(config);
+  return config;
+}
+
+}  // namespace
+
 CachingAllocator::CachingAllocator(Upstream upstream, AllocatorConfig config)
-    : config_(config), impl_(std::make_unique<Impl>(upstream, config_, tags_)) {}
+    : config_(validated(config)), impl_(std::make_unique<Impl>(upstream, config_, tags_)) {}
 
 CachingAllocator::~CachingAllocator() = default;
 

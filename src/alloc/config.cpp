@@ -1,6 +1,7 @@
 // GPUMEM_ALLOC_CONF: "key:value,key:value", as PYTORCH_CUDA_ALLOC_CONF.
 #include "gpumem/alloc/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "alloc/free_index.h"
 #include "common/text.h"
 #include "gpumem/common/error.h"
 
@@ -40,11 +42,11 @@ std::size_t parse_mib(std::string_view key, std::string_view value) {
   return static_cast<std::size_t>(std::llround(mib * double(kMiB)));
 }
 
-std::size_t parse_count(std::string_view key, std::string_view value, std::size_t max) {
+std::size_t parse_count(std::string_view key, std::string_view value) {
   std::size_t n = 0;
   const auto* end = value.data() + value.size();
   auto [ptr, ec] = std::from_chars(value.data(), end, n);
-  if (ec != std::errc() || ptr != end || n > max) bad_value(key, value, fmt::format("an integer up to {}", max));
+  if (ec != std::errc() || ptr != end) bad_value(key, value, "a whole number");
   return n;
 }
 
@@ -77,25 +79,18 @@ std::vector<Entry> split_entries(std::string_view text) {
 }
 
 void apply(AllocatorConfig& c, std::string_view key, std::string_view value) {
+  // Only syntax here: what the values must satisfy is validate()'s, which
+  // parse_allocator_config runs on the result.
   if (key == "max_split_size_mb") {
-    // PyTorch requires more than the 20 MiB large-segment size; so do we,
-    // since smaller thresholds would forbid splitting freshly made segments.
-    std::size_t bytes = parse_mib(key, value);
-    if (bytes <= 20 * kMiB) bad_value(key, value, "more than 20 (MiB)");
-    c.max_split_size = bytes;
+    c.max_split_size = parse_mib(key, value);
   } else if (key == "garbage_collection_threshold") {
-    double t = parse_number(key, value);
-    if (!(t > 0.0 && t < 1.0)) bad_value(key, value, "a fraction strictly between 0 and 1");
-    c.garbage_collection_threshold = t;
+    c.garbage_collection_threshold = parse_number(key, value);
   } else if (key == "expandable_segments") {
     c.expandable_segments = parse_bool(key, value);
   } else if (key == "release_before_new_peak") {
     c.release_before_new_peak = parse_bool(key, value);
   } else if (key == "round_bytes") {
-    std::size_t n = parse_count(key, value, std::size_t{1} << 20);
-    // At least 512: the free index bins block sizes in 512-byte steps.
-    if (!is_power_of_two(n) || n < 512) bad_value(key, value, "a power of two, at least 512");
-    c.round_bytes = n;
+    c.round_bytes = parse_count(key, value);
   } else if (key == "small_size_mb") {
     c.small_size = parse_mib(key, value);
   } else if (key == "small_segment_mb") {
@@ -105,15 +100,13 @@ void apply(AllocatorConfig& c, std::string_view key, std::string_view value) {
   } else if (key == "min_large_alloc_mb") {
     c.min_large_alloc = parse_mib(key, value);
   } else if (key == "large_round_mb") {
-    std::size_t n = parse_mib(key, value);
-    if (n == 0) bad_value(key, value, "more than 0");
-    c.large_round = n;
+    c.large_round = parse_mib(key, value);
   } else if (key == "large_split_remainder_mb") {
     c.large_split_remainder = parse_mib(key, value);
   } else if (key == "reserved_limit_mb") {
     c.reserved_limit = parse_mib(key, value);
   } else if (key == "history") {
-    c.history_capacity = parse_count(key, value, std::size_t{1} << 28);
+    c.history_capacity = parse_count(key, value);
   } else {
     throw InputError(fmt::format(
         "GPUMEM_ALLOC_CONF: unknown key '{}' (known: preset, max_split_size_mb, "
@@ -124,13 +117,68 @@ void apply(AllocatorConfig& c, std::string_view key, std::string_view value) {
   }
 }
 
-void check_consistent(const AllocatorConfig& c) {
+// A setting as errors name it: by its field in AllocatorConfig, or by the
+// GPUMEM_ALLOC_CONF key that sets it (oversize_slack has none).
+struct Setting {
+  std::string_view field;
+  std::string_view key;
+};
+
+constexpr Setting kRoundBytes{"round_bytes", "round_bytes"};
+constexpr Setting kSmallSize{"small_size", "small_size_mb"};
+constexpr Setting kSmallSegment{"small_segment", "small_segment_mb"};
+constexpr Setting kLargeSegment{"large_segment", "large_segment_mb"};
+constexpr Setting kLargeRound{"large_round", "large_round_mb"};
+constexpr Setting kMaxSplitSize{"max_split_size", "max_split_size_mb"};
+constexpr Setting kOversizeSlack{"oversize_slack", "oversize_slack"};
+constexpr Setting kGarbageCollection{"garbage_collection_threshold", "garbage_collection_threshold"};
+constexpr Setting kHistory{"history_capacity", "history"};
+
+// Far above any device, and low enough that sums and roundings of sizes
+// (requests are at most 2^60 bytes) cannot overflow.
+constexpr std::size_t kMaxSizeSetting = std::size_t{1} << 50;
+constexpr std::size_t kMaxHistory = std::size_t{1} << 28;
+
+// The rules of validate() (config.h says why each holds), with errors that
+// begin with `source` and name settings by key or by field.
+void check(const AllocatorConfig& c, std::string_view source, bool by_key) {
+  auto name = [&](Setting s) { return by_key ? s.key : s.field; };
+  auto fail = [&](Setting s, const std::string& value, const std::string& rule) {
+    throw InputError(fmt::format("{}: {} is {}; {}", source, name(s), value, rule));
+  };
+  auto bytes = [](std::size_t n) { return fmt::format("{} bytes", n); };
+  auto at_most_limit = [&](Setting s, std::size_t n) {
+    if (n > kMaxSizeSetting) fail(s, bytes(n), fmt::format("it must be at most 2^50 ({})", bytes(kMaxSizeSetting)));
+  };
+  auto multiple_of_rounding = [&](Setting s, std::size_t n) {
+    at_most_limit(s, n);
+    if (n % c.round_bytes != 0)
+      fail(s, bytes(n), fmt::format("it must be a multiple of {} ({})", name(kRoundBytes), bytes(c.round_bytes)));
+  };
+
+  constexpr std::size_t kUnit = detail::FreeIndex::kUnit;
+  if (c.round_bytes < kUnit || !is_power_of_two(c.round_bytes))
+    fail(kRoundBytes, bytes(c.round_bytes), fmt::format("it must be a power of two, at least {}", kUnit));
+  at_most_limit(kRoundBytes, c.round_bytes);
+  multiple_of_rounding(kSmallSegment, c.small_segment);
   if (c.small_segment < c.small_size)
-    throw InputError(fmt::format("GPUMEM_ALLOC_CONF: small_segment_mb ({} bytes) is below small_size_mb ({} bytes)",
-                                 c.small_segment, c.small_size));
-  if (c.small_segment % c.round_bytes != 0 || c.large_round % c.round_bytes != 0 ||
-      c.large_segment % c.round_bytes != 0)
-    throw InputError("GPUMEM_ALLOC_CONF: segment sizes must be multiples of round_bytes");
+    fail(kSmallSegment, bytes(c.small_segment),
+         fmt::format("it must be at least {} ({})", name(kSmallSize), bytes(c.small_size)));
+  multiple_of_rounding(kLargeSegment, c.large_segment);
+  if (c.large_round == 0) fail(kLargeRound, bytes(0), "it must be more than 0");
+  multiple_of_rounding(kLargeRound, c.large_round);
+  if (c.max_split_size <= std::max(c.small_segment, c.large_segment))
+    fail(kMaxSplitSize, bytes(c.max_split_size),
+         fmt::format("it must be more than {} ({}) and {} ({}): a segment that big is never split for "
+                     "the smaller requests it is made for",
+                     name(kSmallSegment), bytes(c.small_segment), name(kLargeSegment), bytes(c.large_segment)));
+  if (c.oversize_slack == 0) fail(kOversizeSlack, bytes(0), "it must be more than 0");
+  at_most_limit(kOversizeSlack, c.oversize_slack);
+  if (!(c.garbage_collection_threshold >= 0.0 && c.garbage_collection_threshold < 1.0))
+    fail(kGarbageCollection, fmt::format("{}", c.garbage_collection_threshold),
+         "it must be a fraction in [0, 1) (0: off)");
+  if (c.history_capacity > kMaxHistory)
+    fail(kHistory, fmt::format("{}", c.history_capacity), fmt::format("it must be at most 2^28 ({})", kMaxHistory));
 }
 
 }  // namespace
@@ -152,9 +200,11 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
   }
   for (const Entry& e : entries)
     if (e.key != "preset") apply(base, e.key, e.value);
-  check_consistent(base);
+  check(base, "GPUMEM_ALLOC_CONF", /*by_key=*/true);
   return base;
 }
+
+void validate(const AllocatorConfig& config) { check(config, "AllocatorConfig", /*by_key=*/false); }
 
 AllocatorConfig allocator_config_from_env() {
   const char* text = std::getenv("GPUMEM_ALLOC_CONF");

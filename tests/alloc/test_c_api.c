@@ -122,6 +122,29 @@ static void test_bad_config(gpumem_device* device) {
   CHECK(contains(gpumem_last_error(), "round_bytes"));
 }
 
+/* Configs the allocator's free index cannot serve are refused when the
+ * allocator is made, with one line that names the setting and its value. */
+static void test_invalid_configs(gpumem_device* device) {
+  static const char* const configs[][2] = {
+      /* the review's reproduction: 256-byte blocks in 512-byte bins overlap */
+      {"round_bytes:256", "round_bytes is 256 bytes"},
+      /* 1000 bytes: not a multiple of the 512-byte rounding */
+      {"small_size_mb:0,small_segment_mb:0.00095367431640625", "small_segment_mb is 1000 bytes"},
+      /* a 64 MiB shared segment could never be split for the requests it serves */
+      {"large_segment_mb:64,max_split_size_mb:32", "max_split_size_mb is 33554432 bytes"},
+  };
+  size_t i;
+  for (i = 0; i < sizeof configs / sizeof configs[0]; ++i) {
+    gpumem_allocator* a = NULL;
+    CHECK_STATUS(gpumem_allocator_create(device, configs[i][0], &a), GPUMEM_ERROR_INVALID_ARGUMENT);
+    CHECK(a == NULL);
+    CHECK(contains(gpumem_last_error(), "gpumem_allocator_create: "));
+    CHECK(contains(gpumem_last_error(), configs[i][1]));
+    CHECK(strchr(gpumem_last_error(), '\n') == NULL);
+    if (a != NULL) gpumem_allocator_destroy(a);
+  }
+}
+
 /* ctest sets GPUMEM_ALLOC_CONF=round_bytes:4096 for this program. */
 static void test_config_from_environment(gpumem_device* device) {
   gpumem_allocator* a = NULL;
@@ -281,6 +304,7 @@ int main(int argc, char** argv) {
   test_malloc_free_and_stats(device);
   test_invalid_pointers(device);
   test_bad_config(device);
+  test_invalid_configs(device);
   test_config_from_environment(device);
   test_out_of_memory(device);
   test_buffers(device);

@@ -230,6 +230,54 @@ TEST(CachingAllocator, ReservedLimitIsABudget) {
   a.deallocate(q, 8 * kMiB);
 }
 
+// A valid config other than the presets, set in C++: 1 KiB rounding, with
+// segments and rounding that are multiples of it. The review's overlapping
+// sequence, scaled to this rounding, must hand out disjoint blocks.
+TEST(CachingAllocator, AValidNonDefaultConfigWorksEndToEnd) {
+  SimulatedDevice device;
+  AllocatorConfig config;
+  config.round_bytes = 1024;
+  config.small_size = 512 * 1024;
+  config.small_segment = 4 * kMiB;
+  config.large_segment = 16 * kMiB;
+  config.min_large_alloc = 8 * kMiB;
+  config.large_round = 4 * kMiB;
+  config.max_split_size = 64 * kMiB;
+  config.release_before_new_peak = false;
+  CachingAllocator a(simulated_upstream(device), config);
+
+  void* first = a.allocate(100);      // rounded to 1 KiB
+  void* neighbour = a.allocate(1500);  // rounded to 2 KiB, right after it
+  EXPECT_EQ(addr(first) % 1024, 0u);
+  EXPECT_EQ(addr(neighbour), addr(first) + 1024);
+  EXPECT_EQ(stat(a, "allocated_bytes.small_pool.current"), 3 * 1024);
+  EXPECT_EQ(stat(a, "reserved_bytes.small_pool.current"), i64_of(4 * kMiB));
+  a.deallocate(first, 100);
+  void* larger = a.allocate(2048);  // the freed 1 KiB block is too small for it
+  EXPECT_TRUE(addr(larger) + 2048 <= addr(neighbour) || addr(larger) >= addr(neighbour) + 2048);
+  void* again = a.allocate(1024);  // but fits this exactly
+  EXPECT_EQ(again, first);
+
+  void* big = a.allocate(5 * kMiB);  // under min_large_alloc: a 16 MiB segment it shares
+  void* next = a.allocate(5 * kMiB);
+  EXPECT_EQ(addr(next), addr(big) + 5 * kMiB);
+  EXPECT_EQ(stat(a, "reserved_bytes.large_pool.current"), i64_of(16 * kMiB));
+  void* huge = a.allocate(9 * kMiB + 1);  // its own segment, rounded to 4 MiB
+  EXPECT_EQ(stat(a, "reserved_bytes.large_pool.current"), i64_of(28 * kMiB));
+
+  for (auto [p, n] : {std::pair{neighbour, 1500}, {larger, 2048}, {again, 1024}})
+    a.deallocate(p, static_cast<std::size_t>(n));
+  for (void* p : {big, next}) a.deallocate(p, 5 * kMiB);
+  a.deallocate(huge, 9 * kMiB + 1);
+  // Everything merged back: each segment is one free block again.
+  const Snapshot s = a.snapshot();
+  ASSERT_EQ(s.segments.size(), 3u);
+  for (const auto& segment : s.segments) EXPECT_EQ(segment.blocks.size(), 1u);
+  a.empty_cache();
+  EXPECT_EQ(stat(a, "reserved_bytes.all.current"), 0);
+  EXPECT_EQ(device.counters().physical_used, 0u);
+}
+
 TEST(CachingAllocator, HighWaterGuardGivesBackUnusableCacheBeforeANewPeak) {
   // A 30 MiB block is cached; then 40 MiB is needed. PyTorch's rules keep
   // the 30 MiB and reserve 70 MiB; the guard gives it back first: 40 MiB.

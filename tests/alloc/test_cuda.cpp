@@ -460,6 +460,24 @@ TEST(TorchPlugin, AllocationFailureThrowsBadAlloc) {
   }
 }
 
+// GPUMEM_ALLOC_CONF is validated as the C++ and C APIs validate configs,
+// before any CUDA call: this runs without a GPU too. The config parses, but
+// a 64 MiB shared segment could never be split under a 32 MiB max_split_size.
+TEST(TorchPlugin, InvalidConfigIsRefusedWithTheField) {
+  Plugin plugin;
+  ASSERT_NE(plugin.handle, nullptr) << plugin_path() << ": " << dlerror();
+  ::setenv("GPUMEM_ALLOC_CONF", "large_segment_mb:64,max_split_size_mb:32", 1);
+  // Device 63: in range, and used by no other test, so its allocator is made here.
+  try {
+    plugin.get<AllocFn>("gpumem_torch_alloc")(1024, 63, nullptr);
+    FAIL() << "allocated under an invalid config";
+  } catch (const std::bad_alloc& e) {
+    EXPECT_NE(std::string(e.what()).find("max_split_size_mb is 33554432 bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(plugin.get<const char*()>("gpumem_torch_config")(), nullptr);
+  ::unsetenv("GPUMEM_ALLOC_CONF");
+}
+
 TEST(TorchPlugin, AllocatesAndEmptiesCache) {
   SKIP_WITHOUT_DEVICE();
   Plugin plugin;

@@ -1,8 +1,6 @@
 // The bundled real models against figures computed independently at export
 // time (tools/export_models.py: shapes from torch's exporter, lifetimes
 // recounted in Python), and against torch's published parameter counts.
-#include <fstream>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -11,11 +9,6 @@
 
 namespace gpumem {
 namespace {
-
-nlohmann::json expected(const std::string& name) {
-  std::ifstream in(test::source_dir() / "examples" / "models" / (name + ".expected.json"));
-  return nlohmann::json::parse(in);
-}
 
 uint64_t initializer_elements(const Graph& g) {
   uint64_t n = 0;
@@ -26,7 +19,7 @@ uint64_t initializer_elements(const Graph& g) {
 class BundledModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BundledModel, MatchesTheFiguresComputedAtExport) {
-  const auto want = expected(GetParam());
+  const auto want = test::model_expected_figures(GetParam());
   const InspectResult r = inspect_model(test::model_path(GetParam()));
   const MemoryAnalysis& m = r.memory;
 

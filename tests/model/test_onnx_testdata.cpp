@@ -42,7 +42,7 @@ std::optional<onnx::TensorProto> read_tensor(const std::filesystem::path& p) {
 TEST(OnnxTestData, EveryModelLoadsAndInferredOutputShapesMatchRecordedOutputs) {
   const auto models = test_models();
   if (models.empty()) GTEST_SKIP() << "libonnx-testdata is not installed (" << kTestData << "): apt-get install libonnx-testdata";
-  int loaded = 0, compared = 0, mismatched = 0;
+  int loaded = 0, compared = 0, mismatched = 0, unknown_shapes = 0;
   for (const auto& path : models) {
     Model m;
     try {
@@ -56,9 +56,13 @@ TEST(OnnxTestData, EveryModelLoadsAndInferredOutputShapesMatchRecordedOutputs) {
     const auto data_set = path.parent_path() / "test_data_set_0";
     for (size_t i = 0; i < m.graph.outputs.size(); ++i) {
       const Tensor& t = m.graph.tensors[static_cast<size_t>(m.graph.outputs[i])];
-      if (!t.elements()) continue;  // unknown here: counted elsewhere as a lower bound
       const auto recorded = read_tensor(data_set / ("output_" + std::to_string(i) + ".pb"));
       if (!recorded) continue;
+      // A shape inference left unknown cannot be compared: counted and bounded below.
+      if (!t.elements()) {
+        ++unknown_shapes;
+        continue;
+      }
       std::vector<int64_t> want(recorded->dims().begin(), recorded->dims().end());
       std::vector<int64_t> got;
       for (const auto& d : *t.dims) got.push_back(d.value);
@@ -73,7 +77,17 @@ TEST(OnnxTestData, EveryModelLoadsAndInferredOutputShapesMatchRecordedOutputs) {
   EXPECT_EQ(loaded, static_cast<int>(models.size()));
   EXPECT_GT(compared, 500);
   EXPECT_EQ(mismatched, 0);
-  std::printf("loaded %d models, compared %d output shapes with recorded outputs\n", loaded, compared);
+  std::printf("loaded %d models, compared %d output shapes with recorded outputs; %d recorded outputs have an "
+              "inferred shape left unknown\n",
+              loaded, compared, unknown_shapes);
+  // Measured: 131 of 1,266 recorded outputs (Debian's libonnx-testdata
+  // 1.12.0, 1,072 models), nearly all of ops whose output shape depends on
+  // input values, not on the graph: Resize, Unique, sequences, NonMaxSuppression,
+  // TopK, StringNormalizer, OneHot, Range, Tile, Expand. More means shape
+  // inference lost ground and those outputs silently went unchecked.
+  constexpr int kUnknownShapesMeasured = 131;
+  EXPECT_LE(unknown_shapes, kUnknownShapesMeasured)
+      << "outputs whose inferred shape is unknown, so not compared with the recorded output";
 }
 
 }  // namespace

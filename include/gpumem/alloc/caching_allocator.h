@@ -51,8 +51,8 @@ enum class FreeStatus : std::uint8_t { kOk, kUnknownPointer };
 
 class CachingAllocator final : public MemoryResource {
  public:
-  // Throws InputError when the config asks for what the upstream cannot do
-  // (expandable segments without VirtualMemory).
+  // Throws InputError when the config fails validate() or asks for what the
+  // upstream cannot do (expandable segments without VirtualMemory).
   CachingAllocator(Upstream upstream, AllocatorConfig config = AllocatorConfig::gpumem_defaults());
   ~CachingAllocator() override;  // gives everything cached back to the upstream
   CachingAllocator(const CachingAllocator&) = delete;

@@ -60,13 +60,35 @@ struct AllocatorConfig {
   static AllocatorConfig pytorch_defaults();
 };
 
+// Throws InputError, one line naming the field and its value, unless every
+// rule the allocator relies on holds. Every CachingAllocator validates its
+// config when it is made (so do the C API and the PyTorch plugin, through
+// it), and parse_allocator_config validates what it returns. The rules:
+// - round_bytes: a power of two, at least 512 (the free index bins block
+//   sizes in 512-byte steps: a smaller block in a bin would be handed out
+//   for a larger request);
+// - small_segment, large_segment (0: off) and large_round (not 0): multiples
+//   of round_bytes, so that every block, and every piece split off one, is;
+// - small_segment at least small_size: a small request fits one segment;
+// - max_split_size over small_segment and large_segment: a segment at least
+//   that big is never split for the smaller requests it is made for;
+// - oversize_slack over 0: 0 would refuse even an exact fit;
+// - garbage_collection_threshold in [0, 1) (0: off);
+// - history_capacity at most 2^28 (its ring buffer is allocated up front);
+// - round_bytes, the segment sizes, large_round and oversize_slack at most
+//   2^50 bytes (1 PiB), so the arithmetic on sizes cannot overflow.
+// small_size, min_large_alloc, large_split_remainder and reserved_limit are
+// only compared with sizes: any value works.
+void validate(const AllocatorConfig& config);
+
 // Applies "key:value,key:value" on top of `base`. Keys: preset (gpumem |
 // pytorch, applied first wherever it appears), max_split_size_mb,
 // garbage_collection_threshold, expandable_segments (true/false),
 // release_before_new_peak, round_bytes, small_size_mb, small_segment_mb,
 // large_segment_mb, min_large_alloc_mb, large_round_mb,
-// large_split_remainder_mb, reserved_limit_mb, history. Unknown keys and bad
-// values throw InputError naming the key.
+// large_split_remainder_mb, reserved_limit_mb, history. Unknown keys,
+// values that do not parse, and a result that fails validate() throw
+// InputError naming the key.
 AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig base = {});
 
 // Reads GPUMEM_ALLOC_CONF from the environment (defaults when unset).
