@@ -17,10 +17,12 @@ struct CliRun {
   std::string err;
 };
 
-inline CliRun run(const std::string& args) {
+// `gpumem ARGS` run in the directory `dir` (the current one when empty).
+inline CliRun run_in(const std::string& dir, const std::string& args) {
   // ctest runs tests in parallel processes: one stderr file per process.
   const std::string err_file = testing::TempDir() + "gpumem_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = std::string(GPUMEM_CLI_PATH) + " " + args + " 2>" + err_file;
+  const std::string cmd =
+      (dir.empty() ? "" : "cd '" + dir + "' && ") + std::string(GPUMEM_CLI_PATH) + " " + args + " 2>" + err_file;
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -35,6 +37,8 @@ inline CliRun run(const std::string& args) {
   }
   return r;
 }
+
+inline CliRun run(const std::string& args) { return run_in("", args); }
 
 // A file under the test's temporary directory, named per process.
 inline std::string write_temp(const std::string& name, const std::string& text) {
