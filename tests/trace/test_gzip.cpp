@@ -1,19 +1,38 @@
-// gzip files: multi-member files; damaged files (truncated anywhere, bad
-// CRC, bad header, data after the end) and decompression bombs fail on one
-// line that names the byte.
+// gzip traces: every format read through gzip gives the events of the plain
+// file; multi-member files; damaged files (truncated anywhere, bad CRC, bad
+// header, data after the end) and decompression bombs fail on one line that
+// names the byte; writers' output gzip-compressed when the name says ".gz".
+#include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "gpumem/common/error.h"
 #include "gpumem/common/gzip.h"
+#include "gpumem/plan/csv.h"
+#include "gpumem/trace/formats.h"
+#include "gpumem/trace/lifetimes.h"
+#include "test_paths.h"
 
-namespace gpumem {
+namespace gpumem::trace {
 namespace {
 
 constexpr std::uint64_t kNoLimit = std::uint64_t{1} << 40;
+
+std::string trace_path(const std::string& name) { return (test::source_dir() / "tests/data/traces" / name).string(); }
+
+std::string temp_path(const std::string& name) { return testing::TempDir() + "gpumem_gzip_" + name; }
+
+std::string write_temp(const std::string& name, const std::string& bytes) {
+  const std::string path = temp_path(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
 
 // The message of the InputError f throws, checked to be one line.
 std::string error_of(const std::function<void()>& f) {
@@ -30,6 +49,16 @@ std::string error_of(const std::function<void()>& f) {
 
 std::string decompress_error(const std::string& bytes, std::uint64_t max_bytes = kNoLimit) {
   return error_of([&] { gzip::decompress(bytes, "t.gz", max_bytes); });
+}
+
+// The same trace, read once plain and once through gzip.
+void expect_same_trace(const Trace& plain, const Trace& gzipped) {
+  EXPECT_EQ(gzipped.format, plain.format);
+  EXPECT_TRUE(gzipped.events == plain.events);
+  EXPECT_TRUE(gzipped.contexts == plain.contexts);
+  EXPECT_EQ(gzipped.segments.size(), plain.segments.size());
+  EXPECT_EQ(gzipped.skipped_records, plain.skipped_records);
+  EXPECT_EQ(gzipped.warnings.size(), plain.warnings.size());
 }
 
 // --- the gzip layer --------------------------------------------------------------
@@ -162,5 +191,107 @@ TEST(Gzip, ABombStopsAtTheLimitWhateverTheFileSays) {
   EXPECT_NE(decompress_error(gzip::compress(std::string(kLimit + 1, 'a')), kLimit).find("more than"), std::string::npos);
 }
 
+// --- traces through gzip -----------------------------------------------------------
+
+TEST(GzipTrace, ARealRecordedTraceGzippedHereReadsTheSame) {
+  const Trace plain = read_trace(trace_path("resnet18_train.json"));
+  const std::string gz = write_temp("resnet18_train.json.gz",
+                                    gzip::compress(test::read_file_bytes(trace_path("resnet18_train.json"))));
+  const Trace gzipped = read_trace(gz);
+  ASSERT_EQ(gzipped.events.size(), 2412u);
+  expect_same_trace(plain, gzipped);
+  EXPECT_EQ(gzipped.source, gz);
+}
+
+TEST(GzipTrace, PythonsGzipInTwoMembersReadsTheSame) {
+  // Made by tools/make_gzip_fixtures.py: two members with file names in
+  // their headers, as Python's gzip writes them.
+  const Trace plain = read_trace(trace_path("leaky_mlp_train.json"));
+  const Trace gzipped = read_trace(trace_path("leaky_mlp_train.json.gz"));
+  EXPECT_FALSE(plain.events.empty());
+  expect_same_trace(plain, gzipped);
+}
+
+TEST(GzipTrace, EveryFormatRoundTripsThroughGz) {
+  const Trace chrome = read_trace(trace_path("transformer_train.json"));
+  std::ostringstream pickle, history, perfetto;
+  write_pytorch_snapshot(read_trace(trace_path("snapshot_p4.pickle")), pickle);
+  write_history(chrome, history);
+  write_perfetto(chrome, perfetto);
+  const std::string csv =
+      plan::write_csv(to_problem(extract_lifetimes(chrome, busiest_device(chrome), false), chrome.events.size()), {});
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {"snapshot.pickle", pickle.str()},
+      {"history.jsonl", history.str()},
+      {"perfetto.json", perfetto.str()},
+      {"lifetimes.csv", csv},
+      {"rmm.csv", test::read_file_bytes(trace_path("rmm_sample.csv"))},
+      {"chrome.json", test::read_file_bytes(trace_path("transformer_train.json"))},
+  };
+  std::vector<std::string> formats;
+  for (const auto& [name, contents] : outputs) {
+    SCOPED_TRACE(name);
+    const std::string plain_path = temp_path(name), gz_path = temp_path(name + ".gz");
+    write_trace_file(plain_path, contents);
+    write_trace_file(gz_path, contents);
+    const std::string gz_bytes = test::read_file_bytes(gz_path);
+    EXPECT_TRUE(gzip::has_magic(gz_bytes));
+    EXPECT_FALSE(gzip::has_magic(test::read_file_bytes(plain_path)));
+    EXPECT_EQ(gzip::decompress(gz_bytes, gz_path, kNoLimit), contents);
+    const Trace plain = read_trace(plain_path);
+    expect_same_trace(plain, read_trace(gz_path));
+    formats.push_back(plain.format);
+  }
+  std::sort(formats.begin(), formats.end());
+  formats.erase(std::unique(formats.begin(), formats.end()), formats.end());
+  EXPECT_EQ(formats, (std::vector<std::string>{"chrome-trace", "gpumem-history", "minimalloc-csv", "pytorch-snapshot",
+                                               "rmm-log"}));
+}
+
+TEST(GzipTrace, TheMagicBytesDecideNotTheName) {
+  const std::string rmm = test::read_file_bytes(trace_path("rmm_sample.csv"));
+  const Trace expected = read_trace(trace_path("rmm_sample.csv"));
+  expect_same_trace(expected, read_trace(write_temp("gzip_named_plain.csv", gzip::compress(rmm))));
+  expect_same_trace(expected, read_trace(write_temp("plain_named_gzip.csv.gz", rmm)));
+}
+
+TEST(GzipTrace, DamagedGzipIsAnErrorEvenWithoutStrict) {
+  const std::string z = gzip::compress(test::read_file_bytes(trace_path("rmm_sample.csv")));
+  const std::string truncated = write_temp("truncated.csv.gz", z.substr(0, z.size() - 3));
+  EXPECT_EQ(error_of([&] { read_trace(truncated); }),
+            truncated + ": byte " + std::to_string(z.size() - 3) + ": the file ends inside gzip member 1 (it is truncated)");
+  std::string crc = z;
+  crc[z.size() - 8] = static_cast<char>(crc[z.size() - 8] ^ 0x40);
+  const std::string bad = write_temp("bad_crc.csv.gz", crc);
+  EXPECT_NE(error_of([&] { read_trace(bad); }).find(bad + ": byte " + std::to_string(z.size() - 8) + ": gzip member 1: the CRC-32"),
+            std::string::npos);
+}
+
+TEST(GzipTrace, PlacesInTheContentSayTheyAreDecompressed) {
+  const std::string gz = write_temp("junk.gz", gzip::compress("this is not a trace\n"));
+  EXPECT_EQ(error_of([&] { read_trace(gz); }).rfind(gz + " (decompressed): byte 0: not a trace gpumem reads", 0), 0u);
+  const std::string history = write_temp("bad_line.jsonl.gz",
+                                         gzip::compress("{\"format\": \"gpumem-history\", \"version\": 1}\nnot json\n"));
+  const std::string message = error_of([&] { read_trace(history, ReadOptions{.strict = true}); });
+  EXPECT_EQ(message.rfind(history + " (decompressed): line 2: ", 0), 0u) << message;
+}
+
+TEST(GzipTrace, TheLimitHoldsForPlainAndGzipFilesAlike) {
+  const std::string rmm = test::read_file_bytes(trace_path("rmm_sample.csv"));
+  ReadOptions small;
+  small.max_bytes = rmm.size() - 1;
+  const std::string plain = trace_path("rmm_sample.csv");
+  EXPECT_EQ(error_of([&] { read_trace(plain, small); }),
+            plain + ": more than " + std::to_string(small.max_bytes) + " bytes, the most gpumem reads from one trace");
+  const std::string gz = write_temp("limit.csv.gz", gzip::compress(rmm));
+  const std::string message = error_of([&] { read_trace(gz, small); });
+  EXPECT_EQ(message.rfind(gz + ": byte ", 0), 0u) << message;
+  EXPECT_TRUE(message.ends_with(": decompresses to more than " + std::to_string(small.max_bytes) +
+                                " bytes, the most gpumem reads from one trace"))
+      << message;
+  small.max_bytes = rmm.size();
+  EXPECT_EQ(read_trace(gz, small).events.size(), read_trace(plain).events.size());
+}
+
 }  // namespace
-}  // namespace gpumem
+}  // namespace gpumem::trace
