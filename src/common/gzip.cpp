@@ -111,6 +111,8 @@ void Inflater::feed(std::string_view compressed, std::string& out) {
       // Z_BUF_ERROR: nothing more to do until more input comes.
     } while (rc == Z_OK && (z.avail_in > 0 || z.avail_out == 0));
     const std::size_t used = piece - z.avail_in;
+    // zlib always moves with fresh output room; a stall would loop forever.
+    if (used == 0 && rc != Z_STREAM_END) throw std::logic_error("zlib's inflate consumed nothing");
     offset_ += used;
     compressed.remove_prefix(used);
     if (rc == Z_STREAM_END) between_members_ = true;
