@@ -1,13 +1,19 @@
 // Trace speeds (issue 5's goals): replay of at least 5 million events per
 // second under gpumem's policy on one core, and reading PyTorch snapshot
-// pickles and Chrome traces at at least 50 MB/s. The traces are synthetic,
-// written by gpumem's own writers, so the benchmark needs no files. Run:
+// pickles and Chrome traces at at least 50 MB/s; then what reading a gzip
+// file costs against the plain one (issue 9). The traces are synthetic,
+// written by gpumem's own writers, so the benchmark needs no input files
+// (the file cases write theirs to the temporary directory). Run:
 //   build/bench/gpumem_trace_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
+#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
+#include "gpumem/common/gzip.h"
 #include "gpumem/trace/formats.h"
 #include "gpumem/trace/lifetimes.h"
 #include "gpumem/trace/replay.h"
@@ -91,8 +97,8 @@ void BM_ReadPytorchSnapshot(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadPytorchSnapshot)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_ReadChromeTrace(benchmark::State& state) {
-  // A Chrome trace as torch.profiler writes it: [memory] instants.
+// The shared trace as torch.profiler writes it: [memory] instants.
+std::string make_chrome_trace_json() {
   std::ostringstream out;
   out << "{\"traceEvents\":[\n";
   std::int64_t total = 0;
@@ -107,11 +113,41 @@ void BM_ReadChromeTrace(benchmark::State& state) {
     first = false;
   }
   out << "\n]}\n";
-  const std::string data = out.str();
+  return out.str();
+}
+
+const std::string& chrome_trace_json() {
+  static const std::string json = make_chrome_trace_json();
+  return json;
+}
+
+void BM_ReadChromeTrace(benchmark::State& state) {
+  const std::string& data = chrome_trace_json();
   for (auto _ : state) benchmark::DoNotOptimize(read_chrome_trace(data, "bench.json").events.size());
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * data.size()));
 }
 BENCHMARK(BM_ReadChromeTrace)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same trace as a file, plain and gzip-compressed, through read_trace:
+// what `gpumem trace` pays for each. Bytes are the JSON's in both, so the
+// two rates compare directly; the gzip file is counted as "file_bytes".
+void read_chrome_trace_file(benchmark::State& state, bool gzipped) {
+  const std::string& json = chrome_trace_json();
+  const std::string contents = gzipped ? gzip::compress(json) : json;
+  // Named by process: benchmarks of other checkouts may run at the same time.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("gpumem_bench_chrome_" + std::to_string(::getpid()) + (gzipped ? ".json.gz" : ".json")))
+                               .string();
+  std::ofstream(path, std::ios::binary) << contents;
+  for (auto _ : state) benchmark::DoNotOptimize(read_trace(path).events.size());
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * json.size()));
+  state.counters["file_bytes"] = static_cast<double>(contents.size());
+  std::filesystem::remove(path);
+}
+void BM_ReadChromeTraceFile(benchmark::State& state) { read_chrome_trace_file(state, false); }
+BENCHMARK(BM_ReadChromeTraceFile)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_ReadChromeTraceGzipFile(benchmark::State& state) { read_chrome_trace_file(state, true); }
+BENCHMARK(BM_ReadChromeTraceGzipFile)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace gpumem::trace

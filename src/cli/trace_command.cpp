@@ -8,7 +8,6 @@
 
 #include "cli/commands.h"
 #include "gpumem/common/error.h"
-#include "gpumem/common/files.h"
 #include "gpumem/plan/csv.h"
 #include "gpumem/report/trace_report.h"
 #include "gpumem/trace/formats.h"
@@ -39,7 +38,7 @@ Action add_trace_command(CLI::App& app) {
   convert->add_option("--to", args->to, "pytorch | perfetto | csv | jsonl")
       ->required()
       ->check(CLI::IsMember({"pytorch", "perfetto", "csv", "jsonl"}));
-  convert->add_option("-o,--out", args->out, "Output file (written atomically)")->required();
+  convert->add_option("-o,--out", args->out, "Output file (written atomically; gzip when it ends in .gz)")->required();
   convert->add_flag("--strict", args->strict, "Fail on damaged records instead of skipping them");
   convert->add_option("--device", args->device, "csv: the device whose allocations to write (default: busiest)");
 
@@ -60,7 +59,7 @@ Action add_trace_command(CLI::App& app) {
     else if (args->to == "perfetto") trace::write_perfetto(t, out);
     else if (args->to == "jsonl") trace::write_history(t, out);
     else out << plan::write_csv(trace::to_problem(trace::extract_lifetimes(t, device, args->strict), t.events.size()), {});
-    write_file_atomically(args->out, out.str());
+    trace::write_trace_file(args->out, out.str());
     std::fprintf(stderr, "gpumem: wrote %s (%s, %zu events)\n", args->out.c_str(), args->to.c_str(), t.events.size());
     for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
     return kExitOk;

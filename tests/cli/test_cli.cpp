@@ -256,4 +256,55 @@ TEST(Cli, ConvertedTraceIsAPlanningProblem) {
   }
 }
 
+TEST(Cli, GzipTracesAreReadAndWritten) {
+  // A gzip file made by Python (tools/make_gzip_fixtures.py) gives the
+  // figures of the plain file.
+  const CliRun plain = run("trace stats " + trace_file("leaky_mlp_train.json") + " --json");
+  const CliRun gz = run("trace stats " + trace_file("leaky_mlp_train.json.gz") + " --json");
+  ASSERT_EQ(gz.code, 0) << gz.err;
+  auto a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(gz.out);
+  EXPECT_EQ(b["trace"], trace_file("leaky_mlp_train.json.gz"));
+  a.erase("trace");
+  b.erase("trace");
+  EXPECT_EQ(a, b);
+  const CliRun replay = run("replay " + trace_file("leaky_mlp_train.json.gz") + " --json --time-limit 0 --policy gpumem");
+  EXPECT_EQ(replay.code, 0) << replay.err;
+
+  // -o NAME.gz writes gzip in every format, and it reads back.
+  for (const char* to : {"pytorch", "perfetto", "csv", "jsonl"}) {
+    const std::string out = testing::TempDir() + "converted_" + to + ".json.gz";
+    const CliRun r = run("trace convert " + trace_file("leaky_mlp_train.json.gz") + " --to " + to + " -o " + out);
+    ASSERT_EQ(r.code, 0) << to << ": " << r.err;
+    const std::string bytes = gpumem::test::read_file_bytes(out);
+    ASSERT_GE(bytes.size(), 2u);
+    EXPECT_EQ(bytes.substr(0, 2), "\x1f\x8b") << to;
+    const CliRun back = run("trace stats " + out + " --json");
+    EXPECT_EQ(back.code, 0) << to << ": " << back.err;
+  }
+}
+
+TEST(Cli, DamagedGzipIsOneLineExitCode2AndNoOutput) {
+  std::string z = gpumem::test::read_file_bytes(trace_file("leaky_mlp_train.json.gz"));
+  const std::string truncated = testing::TempDir() + "truncated_trace.json.gz";
+  std::ofstream(truncated, std::ios::binary) << z.substr(0, z.size() / 2);
+  const std::string out = testing::TempDir() + "never_written.json.gz";
+  std::remove(out.c_str());
+  const CliRun r = run("trace convert " + truncated + " --to jsonl -o " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "gpumem: error: " + truncated + ": byte " + std::to_string(z.size() / 2) +
+                       ": the file ends inside gzip member 1 (it is truncated)\n");
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_FALSE(std::ifstream(out).good()) << "no output file";
+
+  z[z.size() - 8] = static_cast<char>(z[z.size() - 8] ^ 1);  // the last member's CRC
+  const std::string bad_crc = testing::TempDir() + "bad_crc_trace.json.gz";
+  std::ofstream(bad_crc, std::ios::binary) << z;
+  const CliRun crc = run("replay " + bad_crc);
+  EXPECT_EQ(crc.code, 2);
+  EXPECT_NE(crc.err.find(bad_crc + ": byte " + std::to_string(z.size() - 8) + ": gzip member 2: the CRC-32"),
+            std::string::npos)
+      << crc.err;
+  EXPECT_EQ(std::count(crc.err.begin(), crc.err.end(), '\n'), 1) << crc.err;
+}
+
 }  // namespace

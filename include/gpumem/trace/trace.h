@@ -46,6 +46,7 @@ struct Event {
   // (torch.profiler's "Total Allocated"/"Total Reserved"); else kUnknown.
   std::int64_t total_allocated = kUnknown;
   std::int64_t total_reserved = kUnknown;
+  bool operator==(const Event&) const = default;
 };
 
 struct Frame {
@@ -116,15 +117,31 @@ enum class Format : std::uint8_t { kPytorchSnapshot, kChromeTrace, kRmmLog, kHis
 // Throws InputError naming the file when nothing matches.
 Format detect_format(std::string_view head, const std::string& file_name);
 
+// The most bytes gpumem reads from one trace file: the file's size or, for a
+// gzip file, what it decompresses to. Reading holds a trace's bytes and
+// about as much again in events, so this keeps a trace within a machine's
+// memory; it is counted as the bytes arrive, so a gzip bomb stops here.
+inline constexpr std::uint64_t kMaxTraceBytes = std::uint64_t{4} << 30;
+
 struct ReadOptions {
   // Reject rather than skip what a reader cannot use (an action it does not
   // know, a record it cannot read). Unusable events are otherwise counted in
   // Trace-level notes by the reader (see each reader's header).
   bool strict = false;
+  // Over this, read_trace fails (tests lower it).
+  std::uint64_t max_bytes = kMaxTraceBytes;
 };
 
-// Reads any supported file; detects the format. Throws InputError with the
-// file, the place (byte offset, line or event number) and the problem.
+// Reads any supported file; detects the format. A gzip file (told by its
+// first bytes, 1f 8b, whatever its name; every member of it) is
+// decompressed first, and damaged gzip data is an error whatever
+// options.strict says. Throws InputError with the file, the place (byte
+// offset, line or event number) and the problem; places inside a gzip
+// file's content name the file "FILE (decompressed)".
 Trace read_trace(const std::string& path, const ReadOptions& options = {});
+
+// Writes a writer's output to `path` atomically (write_file_atomically),
+// gzip-compressed when the name ends in ".gz".
+void write_trace_file(const std::string& path, std::string_view contents);
 
 }  // namespace gpumem::trace
