@@ -14,6 +14,7 @@
 
 #include "common/text.h"
 #include "gpumem/common/error.h"
+#include "gpumem/common/gzip.h"
 
 namespace gpumem::plan {
 namespace {
@@ -315,6 +316,11 @@ CsvProblem read_csv(const std::string& path) {
   in.seekg(0);
   in.read(text.data(), size);
   if (!in) throw InputError(fmt::format("{}: read failed: {}", path, std::strerror(errno)));
+  // `trace convert --to csv -o lifetimes.csv.gz` writes gzip: read it back.
+  if (gzip::has_magic(text)) {
+    const std::string plain = gzip::decompress(text, path, kMaxFileBytes);
+    return parse_csv(plain, path + " (decompressed)");
+  }
   return parse_csv(text, path);
 }
 

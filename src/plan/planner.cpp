@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -12,9 +13,12 @@
 namespace gpumem::plan {
 
 bool is_csv_path(const std::string& path) {
-  return path.size() >= 4 && std::equal(path.end() - 4, path.end(), ".csv", [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == b;
-         });
+  const auto ends_with = [&](std::string_view suffix) {
+    return path.size() >= suffix.size() &&
+           std::equal(path.end() - static_cast<std::ptrdiff_t>(suffix.size()), path.end(), suffix.begin(),
+                      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+  };
+  return ends_with(".csv") || ends_with(".csv.gz");
 }
 
 namespace {

@@ -1,6 +1,9 @@
 // `gpumem plan` as users run it: gaps, which flags apply to which input,
 // when a capacity stops the search, and what the report says about why it
 // stopped.
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -130,6 +133,30 @@ TEST(CliPlan, SolverExactSearchesPartitionsAutoLeavesToTheHeuristics) {
   doc = nlohmann::json::parse(r.out);
   EXPECT_NE(doc["stop_reason"], "too_large");
   EXPECT_GT(doc["search_nodes"].get<int64_t>(), 0);
+}
+
+// What `trace convert --to csv -o NAME.csv.gz` writes, `plan` reads.
+TEST(CliPlan, ReadsTheGzipCsvThatTraceConvertWrites) {
+  const std::string trace = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/resnet18_train.json";
+  const std::string gz = testing::TempDir() + std::to_string(getpid()) + "_lifetimes.csv.gz";
+  const std::string plain = testing::TempDir() + std::to_string(getpid()) + "_lifetimes.csv";
+  ASSERT_EQ(run("trace convert " + trace + " --to csv -o " + gz).code, 0);
+  ASSERT_EQ(run("trace convert " + trace + " --to csv -o " + plain).code, 0);
+  CliRun from_gz = run("plan " + gz + " --json --solver heuristic");
+  ASSERT_EQ(from_gz.code, 0) << from_gz.err;
+  const CliRun from_plain = run("plan " + plain + " --json --solver heuristic");
+  auto a = nlohmann::json::parse(from_gz.out), b = nlohmann::json::parse(from_plain.out);
+  EXPECT_EQ(a["kind"], "csv");
+  EXPECT_EQ(a["buffers"], b["buffers"]);
+  EXPECT_EQ(a["arena_bytes"], b["arena_bytes"]);
+  // Cut short: one line naming the file, exit 2.
+  std::ifstream in(gz, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = write_temp("cut.csv.gz", bytes.substr(0, bytes.size() / 2));
+  from_gz = run("plan " + cut);
+  EXPECT_EQ(from_gz.code, 2);
+  EXPECT_NE(from_gz.err.find(cut + ": byte "), std::string::npos) << from_gz.err;
+  EXPECT_EQ(std::count(from_gz.err.begin(), from_gz.err.end(), '\n'), 1) << from_gz.err;
 }
 
 }  // namespace

@@ -27,6 +27,8 @@ struct CsvProblem {
 };
 
 CsvProblem parse_csv(std::string_view text, const std::string& file_name);
+// A gzip file (recognised by its magic bytes) is decompressed first, under
+// the same 1 GiB limit.
 CsvProblem read_csv(const std::string& path);
 
 // `id,lower,upper,size[,alignment][,gaps],offset` (alignment only when some

@@ -33,7 +33,8 @@ struct PlanReport {
 };
 
 // Whether plan_file() reads `path` as MiniMalloc's CSV (the name ends in
-// .csv, any case) rather than as an ONNX model.
+// .csv or .csv.gz, any case; gzip is recognised by its content) rather than
+// as an ONNX model.
 bool is_csv_path(const std::string& path);
 
 // INPUT ending in .csv is read as MiniMalloc's format (an `offset` column
