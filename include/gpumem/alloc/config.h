@@ -37,8 +37,9 @@ struct AllocatorConfig {
   // When reserved memory would exceed fraction * capacity, free cached
   // blocks that have not been reused for longest first (0 disables).
   double garbage_collection_threshold = 0.0;
-  // Grow one virtual range per pool and stream by mapping granules, instead
-  // of allocating separate segments. Needs a VirtualMemory upstream.
+  // Grow virtual ranges per pool and stream by mapping granules, instead of
+  // allocating separate segments; another range opens only when no stretch
+  // of the open ones is long enough. Needs a VirtualMemory upstream.
   bool expandable_segments = false;
   // Before reserving memory that would raise the reserved high-water mark,
   // give fully free cached segments back to the device. Keeps peak reserved
