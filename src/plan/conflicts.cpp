@@ -81,6 +81,13 @@ int Sections::of(int64_t t) const {
   return static_cast<int>(std::lower_bound(times_.begin(), times_.end(), t) - times_.begin());
 }
 
+Problem member_problem(const Problem& problem, const std::vector<int>& members) {
+  Problem sub;
+  sub.buffers.reserve(members.size());
+  for (int i : members) sub.buffers.push_back(problem.buffers[static_cast<size_t>(i)]);
+  return sub;
+}
+
 std::vector<std::vector<int>> time_partitions(const Problem& problem) {
   const auto& b = problem.buffers;
   std::vector<int> order(b.size());

@@ -28,6 +28,9 @@ class ConflictGraph {
   std::vector<int> targets_;
 };
 
+// The members' buffers, in the order of `members`, as a problem of their own.
+Problem member_problem(const Problem& problem, const std::vector<int>& members);
+
 // Groups of buffer indices such that no buffer of one group overlaps in time
 // with a buffer of another: each group can be planned alone, and the arena is
 // the largest of theirs. Groups come in time order; indices ascend.

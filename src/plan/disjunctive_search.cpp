@@ -29,15 +29,15 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <tuple>
 
 #include "plan/conflicts.h"
 
 namespace gpumem::plan::detail {
 
-std::vector<std::pair<int64_t, int64_t>> forbidden_shifts(const Buffer& x, const Buffer& y) {
+std::vector<std::pair<int64_t, int64_t>> forbidden_shifts(const std::vector<Occupancy>& px,
+                                                          const std::vector<Occupancy>& py) {
   std::vector<std::pair<int64_t, int64_t>> raw;
-  if (!x.overlaps_in_time(y)) return raw;
-  const auto px = occupancy(x), py = occupancy(y);
   for (const Occupancy& p : px) {
     for (const Occupancy& q : py) {
       // p's bytes [ox + p.begin, ox + p.end) meet q's [oy + q.begin, oy + q.end)
@@ -56,6 +56,11 @@ std::vector<std::pair<int64_t, int64_t>> forbidden_shifts(const Buffer& x, const
     }
   }
   return merged;
+}
+
+std::vector<std::pair<int64_t, int64_t>> forbidden_shifts(const Buffer& x, const Buffer& y) {
+  if (!x.overlaps_in_time(y)) return {};
+  return forbidden_shifts(occupancy(x), occupancy(y));
 }
 
 DisjunctiveSearch::DisjunctiveSearch(const Problem& problem, const std::vector<int>& members) {
@@ -82,7 +87,18 @@ DisjunctiveSearch::DisjunctiveSearch(const Problem& problem, const std::vector<i
   std::sort(times.begin(), times.end());
   times.erase(std::unique(times.begin(), times.end()), times.end());
   sections_.assign(times.empty() ? 0 : times.size() - 1, {});
+  // The bound holds one entry per rectangle and section it spans; past
+  // kMaxSectionEntries (a huge partition under --solver exact) it is left
+  // out rather than take gigabytes.
+  size_t entries = 0;
   for (size_t k = 0; k < m; ++k) {
+    for (const Occupancy& o : pieces[k]) {
+      entries += static_cast<size_t>(std::lower_bound(times.begin(), times.end(), o.upper) -
+                                     std::lower_bound(times.begin(), times.end(), o.lower));
+    }
+  }
+  if (entries > kMaxSectionEntries) sections_.clear();
+  for (size_t k = 0; k < m && !sections_.empty(); ++k) {
     for (const Occupancy& o : pieces[k]) {
       const auto first = std::lower_bound(times.begin(), times.end(), o.lower) - times.begin();
       const auto end = std::lower_bound(times.begin(), times.end(), o.upper) - times.begin();
@@ -91,15 +107,25 @@ DisjunctiveSearch::DisjunctiveSearch(const Problem& problem, const std::vector<i
   }
   // One rectangle alone is bounded by its item's own range already.
   std::erase_if(sections_, [](const auto& in_use) { return in_use.size() < 2; });
+  // Pairs whose lifetimes meet, from the members' conflict graph (items are
+  // the members in order).
+  const ConflictGraph graph(member_problem(problem, members));
   for (size_t x = 0; x < m; ++x) {
-    for (size_t y = x + 1; y < m; ++y) {
+    for (const int yi : graph.neighbors(x)) {
+      const auto y = static_cast<size_t>(yi);
+      if (y <= x) continue;
       if (fixed_[x] >= 0 && fixed_[y] >= 0) continue;  // checked before any search
-      auto forbidden = forbidden_shifts(b[static_cast<size_t>(index_[x])], b[static_cast<size_t>(index_[y])]);
+      auto forbidden = forbidden_shifts(pieces[x], pieces[y]);
       // An interval (a, a + 1) holds no integer: no constraint.
       std::erase_if(forbidden, [](const auto& f) { return f.second - f.first <= 1; });
-      if (!forbidden.empty()) pairs_.push_back({static_cast<int>(x), static_cast<int>(y), std::move(forbidden)});
+      if (forbidden.empty()) continue;
+      pairs_.push_back({static_cast<int>(x), static_cast<int>(y), intervals_.size(), intervals_.size() + forbidden.size()});
+      intervals_.insert(intervals_.end(), forbidden.begin(), forbidden.end());
     }
   }
+  // Ties among colliding pairs go to the first in this order: keep it by
+  // item, not by the sweep's order, which depends on the lifetimes.
+  std::sort(pairs_.begin(), pairs_.end(), [](const Pair& p, const Pair& q) { return std::tie(p.x, p.y) < std::tie(q.x, q.y); });
 }
 
 // Adds offset(to) >= offset(from) + weight and restores the least solution.
@@ -124,6 +150,7 @@ SearchStatus DisjunctiveSearch::require(int from, int to, int64_t weight) {
       const int64_t want = align_up(low_[u] + e.weight, alignment_[v]);
       if (want <= low_[v]) continue;
       if (want > highest(e.to)) return SearchStatus::Infeasible;
+      trail_.emplace_back(e.to, low_[v]);
       low_[v] = want;
       if (unit_alignment_ && ++relaxed_[v] > static_cast<int>(low_.size())) return SearchStatus::Infeasible;
       if (!queued_[v]) {
@@ -176,9 +203,12 @@ bool DisjunctiveSearch::sections_can_fit() {
   return true;
 }
 
-SearchStatus DisjunctiveSearch::dfs() {
+SearchStatus DisjunctiveSearch::dfs(int depth) {
   ++budget_->nodes;
   if (budget_->exhausted()) return SearchStatus::Limit;
+  // Each level adds one constraint; a path this long means a problem far
+  // beyond what this search can finish, and the stack must hold it.
+  if (depth > kMaxDepth) return SearchStatus::Limit;
   if (!sections_can_fit()) return SearchStatus::Infeasible;
 
   // The colliding pair lowest in the arena: plans grow bottom-up.
@@ -189,9 +219,11 @@ SearchStatus DisjunctiveSearch::dfs() {
     const int64_t lx = low_[static_cast<size_t>(p.x)], ly = low_[static_cast<size_t>(p.y)];
     const int64_t d = ly - lx;
     // The first interval that ends above d; d collides if it starts below d.
-    const auto it = std::upper_bound(p.forbidden.begin(), p.forbidden.end(), d,
+    const auto first = intervals_.begin() + static_cast<std::ptrdiff_t>(p.first);
+    const auto end = intervals_.begin() + static_cast<std::ptrdiff_t>(p.end);
+    const auto it = std::upper_bound(first, end, d,
                                      [](int64_t value, const auto& f) { return value < f.second; });
-    if (it == p.forbidden.end() || it->first >= d) continue;
+    if (it == end || it->first >= d) continue;
     if (std::min(lx, ly) < pick_low) {
       pick = &p;
       interval = *it;
@@ -209,17 +241,19 @@ SearchStatus DisjunctiveSearch::dfs() {
   };
   Branch branches[2] = {{x, y, interval.second}, {y, x, -interval.first}};
   if (low_[static_cast<size_t>(x)] > low_[static_cast<size_t>(y)]) std::swap(branches[0], branches[1]);
-  const std::vector<int64_t> saved = low_;
-  SearchStatus result = SearchStatus::Infeasible;
+  const size_t mark = trail_.size();
   for (const Branch& br : branches) {
     SearchStatus r = require(br.from, br.to, br.weight);
-    if (r == SearchStatus::Found) r = dfs();
+    if (r == SearchStatus::Found) r = dfs(depth + 1);
     if (r == SearchStatus::Found) return r;
     out_[static_cast<size_t>(br.from)].pop_back();
-    low_ = saved;
+    while (trail_.size() > mark) {
+      low_[static_cast<size_t>(trail_.back().first)] = trail_.back().second;
+      trail_.pop_back();
+    }
     if (r == SearchStatus::Limit) return r;
   }
-  return result;
+  return SearchStatus::Infeasible;
 }
 
 SearchStatus DisjunctiveSearch::find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets) {
@@ -235,7 +269,8 @@ SearchStatus DisjunctiveSearch::find(int64_t capacity, SearchBudget& budget, std
     // A pinned buffer that ends past the capacity rules out every plan.
     if (low_[k] > highest(static_cast<int>(k)) || low_[k] + size_[k] > capacity) return SearchStatus::Infeasible;
   }
-  const SearchStatus status = dfs();
+  trail_.clear();
+  const SearchStatus status = dfs(0);
   if (status == SearchStatus::Found) {
     for (size_t k = 0; k < m; ++k) offsets[static_cast<size_t>(index_[k])] = low_[k];
   }

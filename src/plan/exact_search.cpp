@@ -65,11 +65,15 @@ ExactSearch::ExactSearch(const Problem& problem, const std::vector<int>& members
   const size_t m = items_.size();
   conflicts_.assign(m, {});
   obstacles_.assign(m, {});
+  // Items are the members in order: the members' conflict graph lists the
+  // pairs in O(n log n + pairs), where a double loop would take n^2.
+  const ConflictGraph graph(member_problem(problem, members));
   for (size_t x = 0; x < m; ++x) {
-    for (size_t y = x + 1; y < m; ++y) {
+    for (const int yi : graph.neighbors(x)) {
+      const auto y = static_cast<size_t>(yi);
+      if (y <= x) continue;
       const auto& bx = b[static_cast<size_t>(items_[x].index)];
       const auto& by = b[static_cast<size_t>(items_[y].index)];
-      if (!bx.overlaps_in_time(by)) continue;
       const bool fx = fixed_offsets_[x] >= 0, fy = fixed_offsets_[y] >= 0;
       if (!fx && !fy) {
         conflicts_[x].push_back(static_cast<int>(y));

@@ -124,10 +124,7 @@ SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& mem
   }
   // Who conflicts with whom: the same sweep the heuristics use, over the
   // members, then renumbered from member positions to items.
-  Problem sub;
-  sub.buffers.reserve(members.size());
-  for (int i : members) sub.buffers.push_back(b[static_cast<size_t>(i)]);
-  const ConflictGraph graph(sub);
+  const ConflictGraph graph(member_problem(problem, members));
   std::unordered_map<int, size_t> position;  // problem index -> member position
   for (size_t pos = 0; pos < members.size(); ++pos) position.emplace(members[pos], pos);
   std::vector<int> item_at(members.size());

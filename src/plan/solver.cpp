@@ -82,9 +82,7 @@ int64_t partition_arena(const Problem& p, const std::vector<int>& members, const
 }
 
 int64_t partition_lower_bound(const Problem& p, const std::vector<int>& members) {
-  Problem sub;
-  for (int i : members) sub.buffers.push_back(p.buffers[static_cast<size_t>(i)]);
-  return lower_bound(sub);
+  return lower_bound(detail::member_problem(p, members));
 }
 
 }  // namespace
