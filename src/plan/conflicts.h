@@ -50,9 +50,12 @@ class Sections {
   std::vector<int64_t> times_;
 };
 
+// The smallest multiple of `alignment` at or above `value` (negative values
+// too: align_up(-3, 4) is 0).
 inline int64_t align_up(int64_t value, int64_t alignment) {
   if (alignment <= 1) return value;
-  const int64_t r = value % alignment;
+  int64_t r = value % alignment;
+  if (r < 0) r += alignment;
   return r == 0 ? value : value + (alignment - r);
 }
 

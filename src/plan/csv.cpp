@@ -195,7 +195,8 @@ std::vector<Gap> parse_gaps(std::string_view cell, const Buffer& b, bool inclusi
     }
     Gap g;
     g.lower = parse_gap_number(span.substr(0, dash), token, "lower", kMaxTime, file, line_no);
-    g.upper = parse_gap_number(span.substr(dash + 1), token, "upper", kMaxTime - 1, file, line_no);
+    g.upper = parse_gap_number(span.substr(dash + 1), token, "upper", inclusive_end ? kMaxTime - 1 : kMaxTime, file,
+                               line_no);
     if (inclusive_end) ++g.upper;
     if (at != std::string_view::npos) {
       const std::string_view window = token.substr(at + 1);

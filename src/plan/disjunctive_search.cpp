@@ -38,13 +38,11 @@ namespace gpumem::plan::detail {
 std::vector<std::pair<int64_t, int64_t>> forbidden_shifts(const std::vector<Occupancy>& px,
                                                           const std::vector<Occupancy>& py) {
   std::vector<std::pair<int64_t, int64_t>> raw;
-  for (const Occupancy& p : px) {
-    for (const Occupancy& q : py) {
-      // p's bytes [ox + p.begin, ox + p.end) meet q's [oy + q.begin, oy + q.end)
-      // exactly when p.begin - q.end < d < p.end - q.begin.
-      if (p.lower < q.upper && q.lower < p.upper) raw.emplace_back(p.begin - q.end, p.end - q.begin);
-    }
-  }
+  for_each_meeting(px, py, [&](const Occupancy& p, const Occupancy& q) {
+    // p's bytes [ox + p.begin, ox + p.end) meet q's [oy + q.begin, oy + q.end)
+    // exactly when p.begin - q.end < d < p.end - q.begin.
+    raw.emplace_back(p.begin - q.end, p.end - q.begin);
+  });
   std::sort(raw.begin(), raw.end());
   std::vector<std::pair<int64_t, int64_t>> merged;
   for (const auto& [a, b] : raw) {
@@ -130,14 +128,19 @@ DisjunctiveSearch::DisjunctiveSearch(const Problem& problem, const std::vector<i
 
 // Adds offset(to) >= offset(from) + weight and restores the least solution.
 // Infeasible when an offset is pushed past its highest: beyond the capacity,
-// or off its pinned value. Raising values only ever climbs, so without
-// alignment a value raised more often than there are items is on a cycle
-// that climbs for ever (Bellman-Ford's argument); with alignment the climb
-// still ends at the capacity.
+// or off its pinned value. Each raise comes from a neighbour's current
+// value, so the raises that made a value form a walk; `steps_` holds its
+// length. Without alignment, a walk of as many edges as there are items
+// repeats an item, each raise along it was strict, so the cycle between the
+// repeats adds a positive amount: it climbs for ever, and nothing fits. (How
+// often a value is raised proves nothing: in one pass an item can be raised
+// many times, as its neighbours' values arrive one by one.) With alignment,
+// rounding can make a cycle climb a few times and then settle, so there is
+// no such cut: the climb ends at the capacity.
 SearchStatus DisjunctiveSearch::require(int from, int to, int64_t weight) {
   out_[static_cast<size_t>(from)].push_back({to, weight});
   queue_.clear();
-  std::fill(relaxed_.begin(), relaxed_.end(), 0);
+  std::fill(steps_.begin(), steps_.end(), 0);
   std::fill(queued_.begin(), queued_.end(), 0);
   queue_.push_back(from);
   queued_[static_cast<size_t>(from)] = 1;
@@ -152,7 +155,8 @@ SearchStatus DisjunctiveSearch::require(int from, int to, int64_t weight) {
       if (want > highest(e.to)) return SearchStatus::Infeasible;
       trail_.emplace_back(e.to, low_[v]);
       low_[v] = want;
-      if (unit_alignment_ && ++relaxed_[v] > static_cast<int>(low_.size())) return SearchStatus::Infeasible;
+      steps_[v] = steps_[u] + 1;
+      if (unit_alignment_ && steps_[v] >= static_cast<int>(low_.size())) return SearchStatus::Infeasible;
       if (!queued_[v]) {
         queued_[v] = 1;
         queue_.push_back(e.to);
@@ -205,7 +209,9 @@ bool DisjunctiveSearch::sections_can_fit() {
 
 SearchStatus DisjunctiveSearch::dfs(int depth) {
   ++budget_->nodes;
-  if (budget_->exhausted()) return SearchStatus::Limit;
+  // A node here costs far more than one of the other searches (the section
+  // bounds sort every rectangle): read the clock at each.
+  if (budget_->exhausted() || std::chrono::steady_clock::now() >= budget_->deadline) return SearchStatus::Limit;
   // Each level adds one constraint; a path this long means a problem far
   // beyond what this search can finish, and the stack must hold it.
   if (depth > kMaxDepth) return SearchStatus::Limit;
@@ -262,7 +268,7 @@ SearchStatus DisjunctiveSearch::find(int64_t capacity, SearchBudget& budget, std
   const size_t m = index_.size();
   out_.assign(m, {});
   low_.assign(m, 0);
-  relaxed_.assign(m, 0);
+  steps_.assign(m, 0);
   queued_.assign(m, 0);
   for (size_t k = 0; k < m; ++k) {
     if (fixed_[k] >= 0) low_[k] = fixed_[k];

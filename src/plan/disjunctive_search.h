@@ -44,7 +44,7 @@ class DisjunctiveSearch {
   // Deeper than this the search gives up (Limit): each level is a stack
   // frame, and that many ordering decisions are far past what it finishes.
   static constexpr int kMaxDepth = 20000;
-  static constexpr size_t kMaxSectionEntries = 20'000'000;
+  static constexpr size_t kMaxSectionEntries = 2'000'000;
 
   SearchStatus dfs(int depth);
   SearchStatus require(int from, int to, int64_t weight);
@@ -72,7 +72,7 @@ class DisjunctiveSearch {
   std::vector<std::vector<Edge>> out_;  // per item
   std::vector<int64_t> low_;            // per item: the lowest offset the constraints allow
   std::vector<std::pair<int, int64_t>> trail_;  // (item, its low_ before a raise), undone on backtrack
-  std::vector<int> queue_, relaxed_;
+  std::vector<int> queue_, steps_;  // steps_: per item, the edges of the walk that made its value (this call)
   std::vector<char> queued_;
 };
 

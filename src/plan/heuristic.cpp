@@ -50,11 +50,9 @@ Plan greedy_plan(const Problem& problem, const std::vector<int>& order, const Co
         forbidden.emplace_back(at - size[i] + 1, at + size[j]);
         continue;
       }
-      for (const Occupancy& p : pieces[i]) {
-        for (const Occupancy& q : pieces[j]) {
-          if (p.lower < q.upper && q.lower < p.upper) forbidden.emplace_back(at + q.begin - p.end + 1, at + q.end - p.begin);
-        }
-      }
+      for_each_meeting(pieces[i], pieces[j], [&](const Occupancy& p, const Occupancy& q) {
+        forbidden.emplace_back(at + q.begin - p.end + 1, at + q.end - p.begin);
+      });
     }
     // By start alone: the scan below keeps the furthest end seen.
     std::sort(forbidden.begin(), forbidden.end(), [](const auto& x, const auto& y) { return x.first < y.first; });

@@ -64,10 +64,13 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
     report.in_place_bytes = buffers.in_place_bytes;
     report.result = solve(report.problem, request.solve);
     if (request.in_place && buffers.in_place_tensors > 0) {
-      // What in-place bought: the same solver, same limits, without it.
+      // What in-place bought: the same solver, same limits, without it, and
+      // minimising: a capacity's first fit would be an arbitrary plan.
       ModelBuffers plain = model_buffers(inspected.model.graph, inspected.memory, false);
       apply_alignment(plain.problem, request.alignment);
-      report.arena_without_in_place = solve(plain.problem, request.solve).plan.arena;
+      SolveOptions without = request.solve;
+      without.capacity.reset();
+      report.arena_without_in_place = solve(plain.problem, without).plan.arena;
     } else {
       report.arena_without_in_place = report.result.plan.arena;
     }

@@ -152,6 +152,9 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   if (options.solver == SolverKind::Heuristic) return finish(StopReason::HeuristicOnly);
   if (result.plan.arena <= result.proven_bound) return finish(StopReason::Optimal);
   if (fits && !minimize) return finish(StopReason::Fits);
+  if (options.capacity && result.proven_bound > *options.capacity && !minimize) {
+    return finish(StopReason::NoFit);  // below the lower bound: nothing to search
+  }
   if (options.time_limit_seconds <= 0) return finish(StopReason::TimeLimit);  // no time to search at all
   // Past this many conflicting pairs no exact search can hold the conflicts.
   if (detail::conflicting_pairs(problem) > detail::kMaxConflictPairs) return finish(StopReason::TooManyPairs);

@@ -273,6 +273,33 @@ TEST(Gaps, ForbiddenShiftsAreWhereThePaintCollides) {
   }
 }
 
+// Found in review: in one pass of the least-solution propagation an item
+// can be raised more times than there are items without any cycle (its
+// neighbours' values arrive one by one). Counting raises called that a
+// cycle and cut a subtree holding plans: "no plan fits (proven)" at 500
+// bytes, "optimal" at 501. The instance is built to trigger it; the second
+// file holds a 500-byte plan.
+TEST(Gaps, AnItemRaisedManyTimesInOnePassIsNoCycle) {
+  const std::string dir = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/plans/";
+  CsvProblem csv = read_csv(dir + "repeated_raises.csv");
+  for (size_t i = 0; i < csv.offsets.size(); ++i) csv.problem.buffers[i].fixed_offset = csv.offsets[i];
+  const CsvProblem plan = read_csv(dir + "repeated_raises_plan.csv");
+  std::vector<int64_t> offsets;
+  for (const auto& o : plan.offsets) offsets.push_back(*o);
+  ASSERT_TRUE(painted_plan_is_valid(csv.problem, offsets));
+  ASSERT_EQ(arena_size(csv.problem, offsets), 500);
+
+  SolveOptions o = minimise();
+  o.capacity = 500;
+  SolveResult r = solve(csv.problem, o);
+  EXPECT_LE(r.plan.arena, 500);
+  EXPECT_NE(r.stopped, StopReason::NoFit);
+  EXPECT_TRUE(painted_plan_is_valid(csv.problem, r.plan.offsets));
+  r = solve(csv.problem, minimise());
+  EXPECT_EQ(r.plan.arena, 500);
+  EXPECT_TRUE(r.optimal);
+}
+
 TEST(Gaps, MalformedGapsBuiltInCodeAreRejected) {
   Problem p;
   p.buffers.push_back({"a", 0, 10, 4, 1, {}, {{5, 12, std::nullopt}}});

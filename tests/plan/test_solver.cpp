@@ -159,6 +159,15 @@ TEST(Solver, ByDefaultACapacityIsADecisionNotAMinimisation) {
   FAIL() << "no instance where the heuristics miss the optimum";
 }
 
+TEST(AlignUp, RoundsUpNegativeValuesToo) {
+  EXPECT_EQ(detail::align_up(-3, 4), 0);
+  EXPECT_EQ(detail::align_up(-4, 4), -4);
+  EXPECT_EQ(detail::align_up(-5, 4), -4);
+  EXPECT_EQ(detail::align_up(5, 4), 8);
+  EXPECT_EQ(detail::align_up(8, 4), 8);
+  EXPECT_EQ(detail::align_up(7, 1), 7);
+}
+
 // A hit in the table of failed states prunes a live search: it must match
 // the whole 128-bit key, never one half.
 TEST(FailedStates, AHitNeedsBothHalvesOfTheKey) {

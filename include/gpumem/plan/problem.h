@@ -67,6 +67,22 @@ struct Occupancy {
 // no size or no lifetime. The gaps must be well formed (gap_error()).
 std::vector<Occupancy> occupancy(const Buffer& buffer);
 
+// Calls meet(p, q) for every rectangle p of `x` and q of `y` that share a
+// moment; both in time order, as occupancy() gives them. Linear in their
+// counts: a walk through both lists, like a merge.
+template <class Meet>
+void for_each_meeting(const std::vector<Occupancy>& x, const std::vector<Occupancy>& y, Meet&& meet) {
+  size_t i = 0, j = 0;
+  while (i < x.size() && j < y.size()) {
+    if (x[i].lower < y[j].upper && y[j].lower < x[i].upper) meet(x[i], y[j]);
+    if (x[i].upper <= y[j].upper) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+}
+
 // Why the buffer's gaps are malformed (out of order, overlapping, empty,
 // outside the lifetime, a window outside [0, size] or upside down), or
 // nullopt when they are fine.
