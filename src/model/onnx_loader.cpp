@@ -10,6 +10,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 
+#include "common/file_kind.h"
 #include "gpumem/common/error.h"
 #include "model/graph_builder.h"
 #include "model/shape_inference.h"
@@ -54,7 +55,14 @@ onnx::ModelProto parse(std::string_view bytes, const std::string& name) {
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
                                                 static_cast<int>(bytes.size()));
   stream.SetRecursionLimit(kMaxNesting);
-  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+  const bool parsed = model.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+  if (!parsed || !model.has_graph() || model.ir_version() <= 0) {
+    // Another kind of file gpumem reads (a trace given to inspect): say which command takes it.
+    if (auto advice = other_kind_advice(bytes.substr(0, 256), LikelyKind::OnnxModel, name)) {
+      throw InputError(fmt::format("{}: not an ONNX model: {}", name, *advice));
+    }
+  }
+  if (!parsed) {
     throw InputError(fmt::format("{}: not a valid ONNX model: the protobuf is truncated or corrupted", name));
   }
   if (!model.has_graph() || model.ir_version() <= 0) {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/file_kind.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/gzip.h"
@@ -143,6 +144,9 @@ Format detect_format(std::string_view head, const std::string& file_name) {
   std::string_view first_line = body.substr(0, body.find('\n'));
   if (first_line.find("lower") != std::string_view::npos && first_line.find("upper") != std::string_view::npos)
     return Format::kMinimallocCsv;
+  if (auto advice = other_kind_advice(head, LikelyKind::MemoryTrace, file_name)) {
+    throw InputError(fmt::format("{}: not a memory trace: {}", printable(file_name), *advice));
+  }
   throw InputError(fmt::format(
       "{}: byte 0: not a trace gpumem reads (a PyTorch snapshot pickle, a Chrome trace JSON, gpumem history "
       "JSON lines, an RMM log CSV or a MiniMalloc CSV)",

@@ -308,3 +308,49 @@ TEST(Cli, DamagedGzipIsOneLineExitCode2AndNoOutput) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 10, item 10: the other kind of file gets a pointer to the command
+// that reads it, on one line.
+TEST(Cli, TheWrongKindOfFileNamesTheCommandThatReadsIt) {
+  for (const std::string& trace : {trace_file("resnet18_train.json"), trace_file("leaky_mlp_train.json.gz")}) {
+    for (const std::string& command : {"inspect ", "plan "}) {
+      const CliRun r = run(command + trace);
+      EXPECT_EQ(r.code, 2) << command << trace;
+      EXPECT_TRUE(r.out.empty());
+      EXPECT_NE(r.err.find(trace + ": not an ONNX model: it looks like a memory trace; read it with `gpumem trace stats " +
+                           trace + "`"),
+                std::string::npos)
+          << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+  const std::string onnx = model("resnet50");
+  for (const std::string& command : {"trace stats ", "replay ", "trace convert --to csv -o /dev/null "}) {
+    const CliRun r = run(command + onnx);
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_NE(r.err.find(onnx + ": not a memory trace: it looks like an ONNX model; read it with `gpumem inspect " + onnx +
+                         "`"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// Issue 10, item 8: a directory is bad input with its path, never an
+// internal error.
+TEST(Cli, ADirectoryIsBadInputNamedOnOneLine) {
+  const std::string dir = testing::TempDir() + "gpumem_a_directory_" + std::to_string(getpid());
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  for (const std::string& command :
+       {"inspect ", "plan ", "trace stats ", "replay ", "trace convert --to csv -o /dev/null "}) {
+    const CliRun r = run(command + dir);
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_EQ(r.err.rfind("gpumem: error: " + dir + ":", 0), 0u) << command << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace
