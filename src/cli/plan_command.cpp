@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/capacity_flag.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "gpumem/common/error.h"
@@ -72,11 +73,7 @@ Action add_plan_command(CLI::App& app) {
     request.solve.solver = args->solver == "heuristic" ? plan::SolverKind::Heuristic
                            : args->solver == "exact"   ? plan::SolverKind::Exact
                                                        : plan::SolverKind::Auto;
-    if (!args->capacity.empty()) {
-      const auto bytes = parse_bytes(args->capacity);
-      if (!bytes) throw InputError(fmt::format("--capacity {}: not a byte count (e.g. 1048576, 512MiB, 16GiB)", args->capacity));
-      request.solve.capacity = static_cast<int64_t>(*bytes);
-    }
+    if (!args->capacity.empty()) request.solve.capacity = static_cast<int64_t>(parse_capacity_flag(args->capacity));
     if (args->alignment > 0) request.alignment = args->alignment;
     request.in_place = !args->no_in_place;
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/capacity_flag.h"
 #include "cli/commands.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
@@ -46,12 +47,7 @@ Action add_replay_command(CLI::App& app) {
     options.strict = args->strict;
     options.optimal_time_limit = args->time_limit;
     if (args->device != -2) options.device = args->device;
-    if (!args->capacity.empty()) {
-      auto bytes = parse_bytes(args->capacity);
-      if (!bytes || *bytes == 0)
-        throw InputError(fmt::format("--capacity: '{}' is not a byte count (e.g. 80GiB)", printable(args->capacity)));
-      options.capacity = *bytes;
-    }
+    if (!args->capacity.empty()) options.capacity = parse_capacity_flag(args->capacity);
     const trace::ReplayReport report = trace::replay(t, options);
     if (args->json) std::printf("%s\n", replay_to_json(report).dump(2).c_str());
     else {

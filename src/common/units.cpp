@@ -32,12 +32,26 @@ std::string format_count(uint64_t n) {
   return out;
 }
 
+namespace {
+
+std::string_view trim_blanks(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+}  // namespace
+
+bool has_decimal_unit(std::string_view text) {
+  text = trim_blanks(text);
+  for (std::string_view unit : {"KB", "MB", "GB", "TB"}) {
+    if (text.size() > unit.size() && text.substr(text.size() - unit.size()) == unit) return true;
+  }
+  return false;
+}
+
 std::optional<uint64_t> parse_bytes(std::string_view text) {
-  auto trim = [](std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    return v;
-  };
+  const auto trim = trim_blanks;
   text = trim(text);
   size_t end = 0;
   while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || text[end] == '.')) ++end;

@@ -135,6 +135,27 @@ TEST(CliPlan, SolverExactSearchesPartitionsAutoLeavesToTheHeuristics) {
   EXPECT_GT(doc["search_nodes"].get<int64_t>(), 0);
 }
 
+// Issue 10, item 6: "80GB" is taken at its word, with the binary figure
+// and the GiB advice on stderr; no note for binary units; 0 is no capacity.
+TEST(CliPlan, ADecimalCapacityIsTakenWithANote) {
+  const std::string in = write_temp("capacity_units.csv", "id,lower,upper,size\na,0,3,4\n");
+  CliRun r = run("plan " + in + " --json --capacity 80GB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["capacity_bytes"], 80'000'000'000);
+  EXPECT_NE(r.err.find("note: --capacity 80GB is 80,000,000,000 bytes (74.51 GiB); a GPU sold as \"80GB\" has 80 GiB"),
+            std::string::npos)
+      << r.err;
+  r = run("plan " + in + " --json --capacity 80GiB");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  for (const std::string command : {"plan " + in, "replay " + std::string(GPUMEM_SOURCE_DIR) +
+                                                       "/tests/data/traces/resnet18_train.json"}) {
+    r = run(command + " --capacity 0");
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_NE(r.err.find("--capacity '0': not a positive byte count"), std::string::npos) << r.err;
+  }
+}
+
 // What `trace convert --to csv -o NAME.csv.gz` writes, `plan` reads.
 TEST(CliPlan, ReadsTheGzipCsvThatTraceConvertWrites) {
   const std::string trace = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/resnet18_train.json";

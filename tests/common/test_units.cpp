@@ -25,3 +25,25 @@ TEST(FormatCount, GroupsThousands) {
 
 }  // namespace
 }  // namespace gpumem
+
+namespace gpumem {
+namespace {
+
+TEST(ParseBytes, ReadsBinaryAndDecimalUnits) {
+  EXPECT_EQ(parse_bytes("1048576"), 1048576u);
+  EXPECT_EQ(parse_bytes("512MiB"), 512u << 20);
+  EXPECT_EQ(parse_bytes("1.5 GiB"), 3u << 29);
+  EXPECT_EQ(parse_bytes("80GB"), 80'000'000'000u);
+  EXPECT_FALSE(parse_bytes("lots"));
+  EXPECT_FALSE(parse_bytes("1.2.3GiB"));
+}
+
+TEST(ParseBytes, TellsDecimalUnitsApart) {
+  for (const char* decimal : {"80GB", "1.5 TB", "512MB", "4KB "}) EXPECT_TRUE(has_decimal_unit(decimal)) << decimal;
+  for (const char* binary : {"80GiB", "512MiB", "1048576", "100B", "4K", "16G"}) {
+    EXPECT_FALSE(has_decimal_unit(binary)) << binary;
+  }
+}
+
+}  // namespace
+}  // namespace gpumem

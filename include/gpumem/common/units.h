@@ -20,4 +20,8 @@ std::string format_count(uint64_t n);
 // or beyond 2^62.
 std::optional<uint64_t> parse_bytes(std::string_view text);
 
+// Whether `text` ends in a decimal unit (KB, MB, GB, TB): 1000-based, where
+// GPU memory is sold in 1024-based units under the same names.
+bool has_decimal_unit(std::string_view text);
+
 }  // namespace gpumem
