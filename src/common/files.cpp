@@ -3,14 +3,62 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "gpumem/common/error.h"
+#include "gpumem/common/gzip.h"
 
 namespace gpumem {
+namespace {
+
+constexpr std::size_t kReadPiece = std::size_t{1} << 20;
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+}  // namespace
+
+std::string read_file(const std::string& path, std::uint64_t max_bytes, std::string_view limit_reason, bool* gzipped) {
+  const std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw InputError(fmt::format("{}: cannot open the file: {}", printable(path), std::strerror(errno)));
+  const std::string over_limit = fmt::format("more than {} bytes, {}", max_bytes, limit_reason);
+  std::string piece(kReadPiece, '\0');
+  std::string data;
+  std::optional<gzip::Inflater> inflater;
+  for (bool first = true;; first = false) {
+    const std::size_t n = std::fread(piece.data(), 1, piece.size(), file.get());
+    if (n == 0) break;
+    const std::string_view bytes(piece.data(), n);
+    if (first && gzip::has_magic(bytes)) {
+      inflater.emplace(path, max_bytes, "decompresses to " + over_limit);
+    } else if (first) {
+      // The size only saves copies as the string grows; the loop counts.
+      struct stat st {};
+      if (::fstat(::fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), max_bytes)));
+    }
+    if (inflater) {
+      inflater->feed(bytes, data);
+    } else {
+      if (n > max_bytes - std::min<std::uint64_t>(max_bytes, data.size()))
+        throw InputError(fmt::format("{}: {}", printable(path), over_limit));
+      data.append(bytes);
+    }
+  }
+  if (std::ferror(file.get())) throw InputError(fmt::format("{}: read error: {}", printable(path), std::strerror(errno)));
+  if (inflater) inflater->finish();
+  *gzipped = inflater.has_value();
+  return data;
+}
 
 void write_file_atomically(const std::string& path, std::string_view contents) {
   const std::filesystem::path target(path);

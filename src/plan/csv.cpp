@@ -1,11 +1,8 @@
 #include "gpumem/plan/csv.h"
 
 #include <array>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <stdexcept>
 #include <unordered_map>
@@ -14,7 +11,7 @@
 
 #include "common/text.h"
 #include "gpumem/common/error.h"
-#include "gpumem/common/gzip.h"
+#include "gpumem/common/files.h"
 
 namespace gpumem::plan {
 namespace {
@@ -179,8 +176,7 @@ int64_t parse_gap_number(std::string_view text, std::string_view gap, std::strin
 // MiniMalloc's gaps: space-separated `lower-upper`, each optionally followed
 // by `@begin:end` (the bytes still in use during the gap). With the legacy
 // inclusive `end` column, a gap's upper is inclusive too.
-std::vector<Gap> parse_gaps(std::string_view cell, const Buffer& b, bool inclusive_end, const std::string& file,
-                            size_t line_no) {
+std::vector<Gap> parse_gaps(std::string_view cell, bool inclusive_end, const std::string& file, size_t line_no) {
   std::vector<Gap> gaps;
   while (!cell.empty()) {
     const size_t space = cell.find_first_of(" \t");
@@ -209,9 +205,6 @@ std::vector<Gap> parse_gaps(std::string_view cell, const Buffer& b, bool inclusi
     }
     gaps.push_back(g);
   }
-  Buffer with_gaps = b;
-  with_gaps.gaps = gaps;
-  if (auto why = gap_error(with_gaps)) fail(file, line_no, *why);
   return gaps;
 }
 
@@ -280,7 +273,10 @@ CsvProblem parse_csv(std::string_view text, const std::string& file_name) {
     if (h.has(Column::Alignment)) {
       b.alignment = parse_int(cell(Column::Alignment), "alignment", 1, kMaxBytes, kBytesLimit, file_name, n);
     }
-    if (h.has(Column::Gaps)) b.gaps = parse_gaps(cell(Column::Gaps), b, h.inclusive_end, file_name, n);
+    if (h.has(Column::Gaps)) {
+      b.gaps = parse_gaps(cell(Column::Gaps), h.inclusive_end, file_name, n);
+      if (auto why = gap_error(b)) fail(file_name, n, *why);
+    }
 
     std::optional<int64_t> offset;
     if (h.has(Column::Offset) && !cell(Column::Offset).empty()) {
@@ -304,25 +300,17 @@ CsvProblem read_csv(const std::string& path) {
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) throw InputError(fmt::format("{}: no such file", path));
   if (std::filesystem::is_directory(status)) throw InputError(fmt::format("{}: is a directory, not a CSV file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  if (size < 0) throw InputError(fmt::format("{}: cannot read its size", path));
-  if (static_cast<uint64_t>(size) > kMaxFileBytes) {
-    throw InputError(
-        fmt::format("{}: {} bytes is over the 1 GiB limit for a CSV file", path, static_cast<uint64_t>(size)));
+  // A plain file too large is refused before reading; a gzip file is held
+  // to the same limit as it decompresses.
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot read its size: {}", path, ec.message()));
+  if (size > kMaxFileBytes) {
+    throw InputError(fmt::format("{}: {} bytes is over the 1 GiB limit for a CSV file", path, size));
   }
-  std::string text(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  in.read(text.data(), size);
-  if (!in) throw InputError(fmt::format("{}: read failed: {}", path, std::strerror(errno)));
   // `trace convert --to csv -o lifetimes.csv.gz` writes gzip: read it back.
-  if (gzip::has_magic(text)) {
-    const std::string plain = gzip::decompress(text, path, kMaxFileBytes);
-    return parse_csv(plain, path + " (decompressed)");
-  }
-  return parse_csv(text, path);
+  bool gzipped = false;
+  const std::string text = read_file(path, kMaxFileBytes, "the 1 GiB limit for a CSV file", &gzipped);
+  return parse_csv(text, gzipped ? path + " (decompressed)" : path);
 }
 
 std::string write_csv(const Problem& problem, const std::vector<int64_t>& offsets) {

@@ -34,6 +34,12 @@ std::optional<std::string> gap_error(const Buffer& b) {
   return std::nullopt;
 }
 
+void check_gaps(const Problem& problem) {
+  for (const Buffer& b : problem.buffers) {
+    if (auto why = gap_error(b)) throw InputError(fmt::format("buffer '{}': {}", printable(b.id), *why));
+  }
+}
+
 std::vector<Occupancy> occupancy(const Buffer& b) {
   std::vector<Occupancy> out;
   if (b.size <= 0 || b.upper <= b.lower) return out;

@@ -43,12 +43,6 @@ int64_t granularity(const Problem& problem) {
   return g > 0 ? g : 1;
 }
 
-void check_gaps(const Problem& problem) {
-  for (const auto& b : problem.buffers) {
-    if (auto why = gap_error(b)) throw InputError(fmt::format("buffer '{}': {}", printable(b.id), *why));
-  }
-}
-
 bool has_gaps(const Problem& problem, const std::vector<int>& members) {
   return std::any_of(members.begin(), members.end(),
                      [&](int i) { return !problem.buffers[static_cast<size_t>(i)].gaps.empty(); });
@@ -259,18 +253,16 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     return b;
   };
 
-  bool no_fit = false;  // proven: nothing fits the capacity
+  bool no_fit = false;  // the decision problem: proven that nothing fits the capacity
   if (options.capacity && !minimize) {
     // The decision problem: any plan within the capacity will do.
-    const auto status = reach(*options.capacity, deadline);
-    no_fit = status == detail::SearchStatus::Infeasible;
+    no_fit = reach(*options.capacity, deadline) == detail::SearchStatus::Infeasible;
   } else {
-    // Minimise. A capacity comes first: fitting it is what the caller needs.
+    // Minimise. A capacity comes first: fitting it is what the caller needs
+    // (a proof that nothing fits shows in the proven bound).
     // Then most real instances pack at their lower bound: try that with a
     // third of the time left, then close in from above.
-    if (options.capacity && global_arena() > *options.capacity) {
-      no_fit = reach(*options.capacity, deadline) == detail::SearchStatus::Infeasible;
-    }
+    if (options.capacity && global_arena() > *options.capacity) reach(*options.capacity, deadline);
     const auto first_try = Clock::now() + (deadline - Clock::now()) / 3;
     auto status = reach(global_proven(), first_try);
     while (status != detail::SearchStatus::Limit || Clock::now() < deadline) {
@@ -293,7 +285,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   StopReason why = StopReason::TimeLimit;
   if (options.capacity && result.plan.arena <= *options.capacity && !minimize) {
     why = StopReason::Fits;
-  } else if (no_fit && !minimize) {
+  } else if (no_fit) {
     why = StopReason::NoFit;
   } else if (too_large) {
     why = StopReason::TooLarge;

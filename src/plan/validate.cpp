@@ -137,11 +137,7 @@ std::optional<Violation> validate(const Problem& problem, const std::vector<int6
     return Violation{Violation::Kind::WrongCount, -1, -1,
                      fmt::format("the plan has {} offsets for {} buffers", offsets.size(), problem.buffers.size())};
   }
-  for (size_t i = 0; i < problem.buffers.size(); ++i) {
-    if (auto why = gap_error(problem.buffers[i])) {
-      throw InputError(fmt::format("buffer '{}': {}", printable(problem.buffers[i].id), *why));
-    }
-  }
+  check_gaps(problem);
   if (auto v = check_each(problem, offsets)) return v;
   return check_overlaps(problem, offsets);
 }

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -46,46 +45,6 @@ std::string key_of(const Context& c) {
   return key;
 }
 
-constexpr std::size_t kReadPiece = std::size_t{1} << 20;
-
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-// A trace file's bytes or, for a gzip file, the bytes it decompresses to,
-// read a piece at a time so that max_bytes holds before memory is spent.
-std::string read_file(const std::string& path, std::uint64_t max_bytes, bool* gzipped) {
-  const std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) throw InputError(fmt::format("{}: cannot open the file: {}", printable(path), std::strerror(errno)));
-  const std::string over_limit = fmt::format("more than {} bytes, the most gpumem reads from one trace", max_bytes);
-  std::string piece(kReadPiece, '\0');
-  std::string data;
-  std::optional<gzip::Inflater> inflater;
-  for (bool first = true;; first = false) {
-    const std::size_t n = std::fread(piece.data(), 1, piece.size(), file.get());
-    if (n == 0) break;
-    const std::string_view bytes(piece.data(), n);
-    if (first && gzip::has_magic(bytes)) {
-      inflater.emplace(path, max_bytes, "decompresses to " + over_limit);
-    } else if (first) {
-      // The size only saves copies as the string grows; the loop counts.
-      struct stat st {};
-      if (::fstat(::fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-        data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), max_bytes)));
-    }
-    if (inflater) {
-      inflater->feed(bytes, data);
-    } else {
-      if (n > max_bytes - std::min<std::uint64_t>(max_bytes, data.size()))
-        throw InputError(fmt::format("{}: {}", printable(path), over_limit));
-      data.append(bytes);
-    }
-  }
-  if (std::ferror(file.get())) throw InputError(fmt::format("{}: read error: {}", printable(path), std::strerror(errno)));
-  if (inflater) inflater->finish();
-  *gzipped = inflater.has_value();
-  return data;
-}
 
 Trace read_as(Format format, std::string_view data, const std::string& name, const ReadOptions& options) {
   switch (format) {
@@ -155,7 +114,7 @@ Format detect_format(std::string_view head, const std::string& file_name) {
 
 Trace read_trace(const std::string& path, const ReadOptions& options) {
   bool gzipped = false;
-  const std::string data = read_file(path, options.max_bytes, &gzipped);
+  const std::string data = read_file(path, options.max_bytes, "the most gpumem reads from one trace", &gzipped);
   // A byte or line of the content is not one of the gzip file: say so.
   const std::string name = gzipped ? path + " (decompressed)" : path;
   Trace trace = read_as(detect_format(std::string_view(data).substr(0, 256), name), data, name, options);

@@ -88,6 +88,9 @@ void for_each_meeting(const std::vector<Occupancy>& x, const std::vector<Occupan
 // nullopt when they are fine.
 std::optional<std::string> gap_error(const Buffer& buffer);
 
+// Throws InputError naming the first buffer whose gaps are malformed.
+void check_gaps(const Problem& problem);
+
 // Offsets parallel to Problem::buffers.
 struct Plan {
   std::vector<int64_t> offsets;
