@@ -7,6 +7,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/size_flag.h"
+#include "gpumem/plan/inference_need.h"
 #include "gpumem/report/inspect_report.h"
 
 namespace gpumem::cli {
@@ -17,18 +19,23 @@ Action add_inspect_command(CLI::App& app) {
     std::string model;
     ModelFlags flags;
     int top = 10;
+    std::string overhead;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model file")->required();
   add_model_flags(*cmd, args->flags);
   cmd->add_option("--top", args->top, "How many of the largest activations to list")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--overhead", args->overhead,
+                  "The runtime's own memory (CUDA context, workspaces), added to what inference needs");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
 
   return [args]() {
     InspectOptions options = to_inspect_options(args->flags);
     const InspectResult result = inspect_model(args->model, options);
-    ReportOptions report{args->top};
+    const uint64_t overhead = args->overhead.empty() ? 0 : parse_size_flag("--overhead", args->overhead, true);
+    ReportOptions report{args->top, plan::inference_need(result, overhead), {}};
+    report.levers = plan::inference_levers(result, options, *report.need);
     if (args->json) {
       std::fputs((inspect_to_json(result, report).dump(2) + "\n").c_str(), stdout);
     } else {

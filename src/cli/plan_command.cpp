@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "cli/capacity_flag.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -22,6 +22,7 @@ Action add_plan_command(CLI::App& app) {
     std::string validate;
     ModelFlags flags;
     std::string capacity;
+    std::string overhead;
     double time_limit = 10.0;
     std::string solver = "auto";
     int64_t alignment = 0;
@@ -37,6 +38,9 @@ Action add_plan_command(CLI::App& app) {
   add_model_flags(*cmd, args->flags);
   cmd->add_option("--capacity", args->capacity,
                   "Bytes available (e.g. 1048576, 512MiB): stop at the first plan that fits; exit 3 if none is found");
+  cmd->add_option(
+      "--overhead", args->overhead,
+      "Models: the runtime's own memory (CUDA context, workspaces), counted with the weights against --capacity");
   cmd->add_flag("--minimize", args->minimize, "With --capacity: keep minimising the arena after a plan fits");
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the exact search (default 10)")
       ->check(CLI::NonNegativeNumber);
@@ -59,7 +63,8 @@ Action add_plan_command(CLI::App& app) {
     if (args->input.empty()) throw InputError("plan: give an INPUT file, or --validate PLAN.csv");
     if (plan::is_csv_path(args->input)) {
       // These shape a model's buffers; a CSV states its buffers itself.
-      for (const char* flag : {"--batch", "--dim", "--dtype", "--weights-dtype", "--activations-dtype", "--no-inplace"}) {
+      for (const char* flag :
+           {"--batch", "--dim", "--dtype", "--weights-dtype", "--activations-dtype", "--no-inplace", "--overhead"}) {
         if (cmd->count(flag) > 0) {
           throw InputError(fmt::format("{}: {} applies to ONNX models, not to a CSV of buffers", args->input, flag));
         }
@@ -76,9 +81,11 @@ Action add_plan_command(CLI::App& app) {
     if (!args->capacity.empty()) request.solve.capacity = static_cast<int64_t>(parse_capacity_flag(args->capacity));
     if (args->alignment > 0) request.alignment = args->alignment;
     request.in_place = !args->no_in_place;
+    if (!args->overhead.empty()) request.overhead_bytes = parse_size_flag("--overhead", args->overhead, true);
 
     const plan::PlanReport report = plan::plan_file(args->input, request);
-    if (!args->out.empty()) write_file_atomically(args->out, plan::write_csv(report.problem, report.result.plan.offsets));
+    if (!args->out.empty())
+      write_file_atomically(args->out, plan::write_csv(report.problem, report.result.plan.offsets));
     if (args->json) {
       std::fputs((plan_to_json(report).dump(2) + "\n").c_str(), stdout);
     } else {

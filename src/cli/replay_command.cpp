@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "cli/capacity_flag.h"
 #include "cli/commands.h"
+#include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/report/trace_report.h"

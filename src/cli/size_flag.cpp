@@ -1,4 +1,4 @@
-#include "cli/capacity_flag.h"
+#include "cli/size_flag.h"
 
 #include <cstdio>
 
@@ -9,17 +9,19 @@
 
 namespace gpumem::cli {
 
-uint64_t parse_capacity_flag(const std::string& text) {
+uint64_t parse_size_flag(std::string_view flag, const std::string& text, bool allow_zero) {
   const auto bytes = parse_bytes(text);
-  if (!bytes || *bytes == 0) {
-    throw InputError(
-        fmt::format("--capacity '{}': not a positive byte count (e.g. 1048576, 512MiB, 80GiB)", printable(text)));
+  if (!bytes || (*bytes == 0 && !allow_zero)) {
+    throw InputError(fmt::format("{} '{}': not a {}byte count (e.g. 1048576, 512MiB, 80GiB)", flag, printable(text),
+                                 allow_zero ? "" : "positive "));
   }
   if (has_decimal_unit(text)) {
-    std::fprintf(stderr,
-                 "gpumem: note: --capacity %s is %s bytes (%s); a GPU sold as \"80GB\" has 80 GiB: write GiB for "
-                 "binary units\n",
-                 printable(text).c_str(), format_count(*bytes).c_str(), format_bytes(*bytes).c_str());
+    std::fputs(
+        fmt::format(
+            "gpumem: note: {} {} is {} bytes ({}); a GPU sold as \"80GB\" has 80 GiB: write GiB for binary units\n",
+            flag, printable(text), format_count(*bytes), format_bytes(*bytes))
+            .c_str(),
+        stderr);
   }
   return *bytes;
 }

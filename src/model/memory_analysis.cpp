@@ -11,8 +11,39 @@ void add(DTypeTotals& totals, uint64_t elements, uint64_t bytes) {
   totals.bytes += bytes;
 }
 
+// Per tensor: whether a runtime keeps it after folding constants, i.e. a node
+// that computes at run time reads it, or the graph returns it.
+std::vector<bool> read_at_run_time(const Graph& graph) {
+  std::vector<bool> read(graph.tensors.size(), false);
+  for (const auto& node : graph.nodes) {
+    const bool folded = !node.outputs.empty() && std::all_of(node.outputs.begin(), node.outputs.end(), [&](int id) {
+      return id < 0 || graph.tensors[static_cast<size_t>(id)].weight;
+    });
+    if (folded) continue;
+    for (const auto* ids : {&node.inputs, &node.implicit_inputs}) {
+      for (int id : *ids) {
+        if (id >= 0) read[static_cast<size_t>(id)] = true;
+      }
+    }
+  }
+  for (int id : graph.outputs) read[static_cast<size_t>(id)] = true;
+  // A folded Identity is an alias, not a copy: what it holds stays resident
+  // once, as its source. Reverse order resolves chains of them.
+  for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
+    if (node->op_type != "Identity" || node->inputs.size() != 1 || node->outputs.size() != 1) continue;
+    const int in = node->inputs[0], out = node->outputs[0];
+    if (in < 0 || out < 0 || !graph.tensors[static_cast<size_t>(out)].weight || !read[static_cast<size_t>(out)])
+      continue;
+    read[static_cast<size_t>(out)] = false;
+    read[static_cast<size_t>(in)] = true;
+  }
+  return read;
+}
+
 void add_weights(const Graph& graph, const PricingOptions& pricing, WeightsSummary& w) {
-  for (const auto& t : graph.tensors) {
+  const std::vector<bool> resident = read_at_run_time(graph);
+  for (size_t id = 0; id < graph.tensors.size(); ++id) {
+    const Tensor& t = graph.tensors[id];
     if (!t.weight || t.role == TensorRole::OuterScope) continue;
     const auto bytes = priced_bytes(t, pricing.weights_as);
     if (!bytes) {
@@ -20,11 +51,12 @@ void add_weights(const Graph& graph, const PricingOptions& pricing, WeightsSumma
       continue;
     }
     const uint64_t elements = *t.elements();
-    const DType dtype = pricing.weights_as && is_floating(t.dtype) ? *pricing.weights_as : t.dtype;
+    const DType dtype = priced_dtype(t, pricing.weights_as);
     w.count += 1;
     w.elements += elements;
     w.bytes += *bytes;
     add(w.by_dtype[dtype], elements, *bytes);
+    if (resident[id]) add(w.resident, elements, *bytes);
     if (t.producer >= 0) {
       const Node& producer = graph.nodes[static_cast<size_t>(t.producer)];
       if (producer.op_type != "Constant") {
@@ -40,11 +72,14 @@ void add_weights(const Graph& graph, const PricingOptions& pricing, WeightsSumma
 
 }  // namespace
 
+DType priced_dtype(const Tensor& t, std::optional<DType> reprice_as) {
+  return reprice_as && is_floating(t.dtype) ? *reprice_as : t.dtype;
+}
+
 std::optional<uint64_t> priced_bytes(const Tensor& t, std::optional<DType> reprice_as) {
   const auto elements = t.elements();
   if (!elements) return std::nullopt;
-  const DType dtype = reprice_as && is_floating(t.dtype) ? *reprice_as : t.dtype;
-  return storage_bytes(dtype, *elements);
+  return storage_bytes(priced_dtype(t, reprice_as), *elements);
 }
 
 bool MemoryAnalysis::lower_bound() const {
@@ -54,6 +89,7 @@ bool MemoryAnalysis::lower_bound() const {
 
 MemoryAnalysis analyze_memory(const Graph& graph, const PricingOptions& pricing) {
   MemoryAnalysis m;
+  m.pricing = pricing;
   add_weights(graph, pricing, m.weights);
 
   const int n = static_cast<int>(graph.nodes.size());

@@ -1,10 +1,10 @@
 #include "gpumem/plan/planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "gpumem/common/error.h"
 #include "gpumem/plan/csv.h"
@@ -62,7 +62,15 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
     report.naive_bytes = buffers.naive_bytes;
     report.in_place_tensors = buffers.in_place_tensors;
     report.in_place_bytes = buffers.in_place_bytes;
-    report.result = solve(report.problem, request.solve);
+    report.weight_bytes = inspected.memory.weights.resident.bytes;
+    report.overhead_bytes = request.overhead_bytes;
+    // The arena gets what the weights and the runtime leave of the capacity.
+    SolveOptions options = request.solve;
+    if (options.capacity) {
+      const auto taken = static_cast<int64_t>(report.weight_bytes + report.overhead_bytes);
+      options.capacity = std::max<int64_t>(0, *options.capacity - taken);
+    }
+    report.result = solve(report.problem, options);
     if (request.in_place && buffers.in_place_tensors > 0) {
       // What in-place bought: the same solver, same limits, without it, and
       // minimising: a capacity's first fit would be an arbitrary plan.
@@ -75,7 +83,7 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
       report.arena_without_in_place = report.result.plan.arena;
     }
   }
-  report.fits = !report.capacity || report.result.plan.arena <= *report.capacity;
+  report.fits = !report.capacity || report.needed_bytes() <= static_cast<uint64_t>(*report.capacity);
   return report;
 }
 

@@ -19,6 +19,25 @@ nlohmann::ordered_json inspect_to_json(const InspectResult& r, const ReportOptio
   doc["opset"] = r.model.opset;
   doc["nodes"] = g.nodes.size();
 
+  if (options.need) {
+    const auto& need = *options.need;
+    doc["inference_bytes"] = need.at_least();
+    doc["inference"] = {{"weights_resident_bytes", need.weight_bytes},
+                        {"activation_bytes", need.activation_bytes},
+                        {"activation_arena_bytes", need.activation_arena_bytes},
+                        {"overhead_bytes", need.overhead_bytes},
+                        {"lower_bound", need.sizes_unknown}};
+  } else {
+    doc["inference_bytes"] = nullptr;
+    doc["inference"] = nullptr;
+  }
+  json levers = json::array();
+  for (const auto& lever : options.levers) {
+    levers.push_back(
+        {{"setting", lever.setting}, {"effect", lever.effect}, {"inference_bytes", lever.need.at_least()}});
+  }
+  doc["levers"] = levers;
+
   json by_dtype = json::array();
   for (const auto& [dtype, totals] : m.weights.by_dtype) {
     by_dtype.push_back({{"dtype", dtype_name(dtype)},
@@ -34,23 +53,29 @@ nlohmann::ordered_json inspect_to_json(const InspectResult& r, const ReportOptio
   doc["weights"] = {{"count", m.weights.count},
                     {"elements", m.weights.elements},
                     {"bytes", m.weights.bytes},
+                    {"resident_count", m.weights.resident.tensors},
+                    {"resident_bytes", m.weights.resident.bytes},
+                    {"stored_bytes", m.weights.bytes - m.weights.derived.bytes},
                     {"by_dtype", by_dtype},
-                    {"derived", {{"count", m.weights.derived.tensors},
-                                 {"elements", m.weights.derived.elements},
-                                 {"bytes", m.weights.derived.bytes},
-                                 {"by_op", derived_by_op}}},
+                    {"derived",
+                     {{"count", m.weights.derived.tensors},
+                      {"elements", m.weights.derived.elements},
+                      {"bytes", m.weights.derived.bytes},
+                      {"by_op", derived_by_op}}},
                     {"unknown", m.weights.unknown}};
 
   json unknown = json::array();
   for (int id : m.unknown_activations) {
     const Tensor& t = g.tensors[static_cast<size_t>(id)];
-    unknown.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape_string()}});
+    unknown.push_back({{"name", t.name},
+                       {"dtype", dtype_name(priced_dtype(t, m.pricing.activations_as))},
+                       {"shape", t.shape_string()}});
   }
   json largest = json::array();
   for (const Activation* a : detail::largest_activations(m, options.top)) {
     const Tensor& t = g.tensors[static_cast<size_t>(a->tensor)];
     largest.push_back({{"name", t.name},
-                       {"dtype", dtype_name(t.dtype)},
+                       {"dtype", dtype_name(priced_dtype(t, m.pricing.activations_as))},
                        {"shape", t.shape_string()},
                        {"bytes", a->bytes},
                        {"first_node", a->first},
@@ -63,9 +88,9 @@ nlohmann::ordered_json inspect_to_json(const InspectResult& r, const ReportOptio
       {"peak_node", m.peak_node >= 0 ? json(m.peak_node) : json(nullptr)},
       {"peak_node_name", node_json_name(m.peak_node)},
       {"peak_node_op_type", m.peak_node >= 0 ? g.nodes[static_cast<size_t>(m.peak_node)].op_type : ""},
-      {"reuse_ratio", m.peak_live_bytes ? static_cast<double>(m.total_activation_bytes) /
-                                              static_cast<double>(m.peak_live_bytes)
-                                        : 0.0},
+      {"reuse_ratio", m.peak_live_bytes
+                          ? static_cast<double>(m.total_activation_bytes) / static_cast<double>(m.peak_live_bytes)
+                          : 0.0},
       {"unknown_shape_tensors", m.unknown_activations.size()},
       {"unknown", unknown},
       {"largest", largest}};
@@ -88,7 +113,8 @@ nlohmann::ordered_json inspect_to_json(const InspectResult& r, const ReportOptio
   json timeline = json::array();
   for (const auto& p : m.timeline) {
     const Node& node = g.nodes[static_cast<size_t>(p.node)];
-    timeline.push_back({{"index", p.node}, {"name", node.name}, {"op_type", node.op_type}, {"live_bytes", p.live_bytes}});
+    timeline.push_back(
+        {{"index", p.node}, {"name", node.name}, {"op_type", node.op_type}, {"live_bytes", p.live_bytes}});
   }
   doc["timeline"] = timeline;
   return doc;

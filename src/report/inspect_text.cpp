@@ -29,22 +29,43 @@ std::string render_inspect_text(const InspectResult& r, const ReportOptions& opt
   auto line = [&out](const std::string& s = {}) { out += s + "\n"; };
 
   line(fmt::format("Model       {}", r.model.path));
-  line(fmt::format("            {}, IR {}, opset {}, {} nodes", r.model.producer.empty() ? "unknown producer" : r.model.producer,
-                   r.model.ir_version, r.model.opset, format_count(g.nodes.size())));
+  line(fmt::format("            {}, IR {}, opset {}, {} nodes",
+                   r.model.producer.empty() ? "unknown producer" : r.model.producer, r.model.ir_version, r.model.opset,
+                   format_count(g.nodes.size())));
   line();
-  line(fmt::format("Weights     {:>12}  in {} tensors, {} elements", format_bytes(m.weights.bytes),
-                   format_count(m.weights.count), format_count(m.weights.elements)));
-  for (const auto& [dtype, t] : m.weights.by_dtype) {
+  if (options.need) {
+    const auto& need = *options.need;
+    line(fmt::format("Inference   needs at least {} at these input shapes{}", format_bytes(need.at_least()),
+                     need.sizes_unknown ? " (some sizes unknown, see below)" : ""));
+    line(fmt::format("            {} of resident weights + {} of activations{}", format_bytes(need.weight_bytes),
+                     format_bytes(need.activation_bytes),
+                     need.sizes_unknown ? " (the largest known one)" : " at their peak, in-place reuse allowed"));
+    line(need.overhead_bytes
+             ? fmt::format("            + {} of runtime overhead (--overhead)", format_bytes(need.overhead_bytes))
+             : "            + the runtime's own memory (CUDA context, workspaces): add it with --overhead");
+    line();
+  }
+  const auto& w = m.weights;
+  line(fmt::format("Weights     {:>12}  resident at run time, in {} tensors, {} elements",
+                   format_bytes(w.resident.bytes), format_count(w.resident.tensors),
+                   format_count(w.resident.elements)));
+  const uint64_t stored = w.bytes - w.derived.bytes;
+  line(fmt::format("  stored    {:>12}  in the file", format_bytes(stored)));
+  if (w.derived.tensors > 0) {
+    std::vector<std::string> ops;
+    for (const auto& [op, t] : w.derived_by_op) ops.push_back(fmt::format("{} {}", op, format_bytes(t.bytes)));
+    line(fmt::format("  derived   {:>12}  in {} tensors computed from other weights: {}", format_bytes(w.derived.bytes),
+                     format_count(w.derived.tensors), name_list(ops, 4)));
+  }
+  if (w.bytes > w.resident.bytes) {
+    line(fmt::format("  folded    {:>12}  not kept at run time: sources of folded nodes, Identity aliases",
+                     format_bytes(w.bytes - w.resident.bytes)));
+  }
+  line(fmt::format("  all       {:>12}  in {} tensors, {} elements, before folding", format_bytes(w.bytes),
+                   format_count(w.count), format_count(w.elements)));
+  for (const auto& [dtype, t] : w.by_dtype) {
     line(fmt::format("  {:<10}{:>12}  in {} tensors, {} elements", dtype_name(dtype), format_bytes(t.bytes),
                      format_count(t.tensors), format_count(t.elements)));
-  }
-  if (m.weights.derived.tensors > 0) {
-    const auto& d = m.weights.derived;
-    std::vector<std::string> ops;
-    for (const auto& [op, t] : m.weights.derived_by_op) ops.push_back(fmt::format("{} {}", op, format_bytes(t.bytes)));
-    line(fmt::format("  derived   {:>12}  in {} tensors computed from other weights: {}", format_bytes(d.bytes),
-                     format_count(d.tensors), name_list(ops, 4)));
-    line(fmt::format("  stored    {:>12}  in the file itself", format_bytes(m.weights.bytes - d.bytes)));
   }
   line();
   const size_t activation_count = m.activations.size() + m.unknown_activations.size();
@@ -64,8 +85,9 @@ std::string render_inspect_text(const InspectResult& r, const ReportOptions& opt
     line(fmt::format("  {:>12}  {:<8} {:<20} {:>11}  {}", "size", "dtype", "shape", "live", "name"));
     for (const Activation* a : largest) {
       const Tensor& t = g.tensors[static_cast<size_t>(a->tensor)];
-      line(fmt::format("  {:>12}  {:<8} {:<20} {:>11}  {}", format_bytes(a->bytes), dtype_name(t.dtype),
-                       t.shape_string(), fmt::format("{}-{}", a->first, a->last), t.name));
+      line(fmt::format("  {:>12}  {:<8} {:<20} {:>11}  {}", format_bytes(a->bytes),
+                       dtype_name(priced_dtype(t, m.pricing.activations_as)), t.shape_string(),
+                       fmt::format("{}-{}", a->first, a->last), t.name));
     }
     line();
   }
@@ -74,6 +96,15 @@ std::string render_inspect_text(const InspectResult& r, const ReportOptions& opt
                      node_label(g, c.node), c.subgraphs, c.has_unknown ? ", some sizes unknown" : ""));
   }
   if (!m.subgraph_charges.empty()) line();
+  if (!options.levers.empty() && options.need) {
+    line("Levers      what one inference needs under another setting (the model analysed again)");
+    for (const auto& lever : options.levers) {
+      const auto now = options.need->at_least(), then = lever.need.at_least();
+      line(fmt::format("  {:<22}{:>12}  {} {}: {}", lever.setting, format_bytes(then),
+                       format_bytes(now > then ? now - then : then - now), now > then ? "less" : "more", lever.effect));
+    }
+    line();
+  }
   if (m.lower_bound()) {
     line("Unknown sizes: the totals above are lower bounds.");
     std::vector<std::string> names;

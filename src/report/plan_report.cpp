@@ -36,11 +36,14 @@ std::string render_plan_text(const plan::PlanReport& r) {
   line();
   line(fmt::format("Arena       {:>12}  ({} bytes)", format_bytes(static_cast<uint64_t>(res.plan.arena)),
                    format_count(static_cast<uint64_t>(res.plan.arena))));
-  line(fmt::format("Lower bound {:>12}  the most bytes alive at one time", format_bytes(static_cast<uint64_t>(res.lower_bound))));
+  line(fmt::format("Lower bound {:>12}  the most bytes alive at one time",
+                   format_bytes(static_cast<uint64_t>(res.lower_bound))));
   if (res.optimal) {
-    line(fmt::format("Optimal     proven{}", res.plan.arena == res.lower_bound ? " (the arena equals the lower bound)" : ""));
+    line(fmt::format("Optimal     proven{}",
+                     res.plan.arena == res.lower_bound ? " (the arena equals the lower bound)" : ""));
   } else {
-    line(fmt::format("Optimal     not proven: at most {} above the optimum", format_bytes(static_cast<uint64_t>(res.gap_bytes))));
+    line(fmt::format("Optimal     not proven: at most {} above the optimum",
+                     format_bytes(static_cast<uint64_t>(res.gap_bytes))));
     line(fmt::format("            stopped: {}", stop_explanation(res.stopped)));
   }
   line(fmt::format("Solver      {}, {}{}", res.solver,
@@ -50,20 +53,31 @@ std::string render_plan_text(const plan::PlanReport& r) {
     line();
     line(fmt::format("No reuse    {:>12}  every activation in its own memory", format_bytes(r.naive_bytes)));
     if (r.naive_bytes > 0 && res.plan.arena > 0) {
-      line(fmt::format("            the plan needs {:.1f}x less", static_cast<double>(r.naive_bytes) /
-                                                                     static_cast<double>(res.plan.arena)));
+      line(fmt::format("            the plan needs {:.1f}x less",
+                       static_cast<double>(r.naive_bytes) / static_cast<double>(res.plan.arena)));
     }
     line(fmt::format("In place    {:>12}  saved by {} tensor(s) written over a dying input ({} without in-place)",
                      format_bytes(static_cast<uint64_t>(r.in_place_saved_bytes())), r.in_place_tensors,
                      format_bytes(static_cast<uint64_t>(r.arena_without_in_place))));
   }
-  if (r.capacity) {
+  const auto needed = r.needed_bytes();
+  if (r.from_model) {
     line();
-    line(r.fits ? fmt::format("Capacity    {:>12}  fits, {} to spare", format_bytes(static_cast<uint64_t>(*r.capacity)),
-                              format_bytes(static_cast<uint64_t>(*r.capacity - res.plan.arena)))
-                : fmt::format("Capacity    {:>12}  DOES NOT FIT: {} short{}", format_bytes(static_cast<uint64_t>(*r.capacity)),
-                              format_bytes(static_cast<uint64_t>(res.plan.arena - *r.capacity)),
-                              res.proven_bound > *r.capacity ? "; no plan fits (proven)" : ""));
+    line(fmt::format("Needs       {:>12}  on the device: {} of resident weights + the {} arena{}", format_bytes(needed),
+                     format_bytes(r.weight_bytes), format_bytes(static_cast<uint64_t>(res.plan.arena)),
+                     r.overhead_bytes ? fmt::format(" + {} of runtime overhead", format_bytes(r.overhead_bytes))
+                                      : " (no runtime overhead counted: --overhead)"));
+  }
+  if (r.capacity) {
+    const auto capacity = static_cast<uint64_t>(*r.capacity);
+    const auto taken = needed - static_cast<uint64_t>(res.plan.arena);
+    if (!r.from_model) line();
+    line(r.fits ? fmt::format("Capacity    {:>12}  fits, {} to spare", format_bytes(capacity),
+                              format_bytes(capacity - needed))
+                : fmt::format(
+                      "Capacity    {:>12}  DOES NOT FIT: {} short{}", format_bytes(capacity),
+                      format_bytes(needed - capacity),
+                      static_cast<uint64_t>(res.proven_bound) + taken > capacity ? "; no plan fits (proven)" : ""));
   }
   return out;
 }
@@ -94,12 +108,15 @@ nlohmann::ordered_json plan_to_json(const plan::PlanReport& r) {
     doc["inplace_saved_bytes"] = r.in_place_saved_bytes();
     doc["inplace_tensors"] = r.in_place_tensors;
     doc["arena_without_inplace_bytes"] = r.arena_without_in_place;
+    doc["weights_resident_bytes"] = r.weight_bytes;
+    doc["overhead_bytes"] = r.overhead_bytes;
+    doc["needed_bytes"] = r.needed_bytes();
   }
   json buffers = json::array();
   for (size_t i = 0; i < r.problem.buffers.size(); ++i) {
     const auto& b = r.problem.buffers[i];
-    json buffer = {{"id", b.id},         {"lower", b.lower},         {"upper", b.upper},
-                   {"size", b.size},     {"alignment", b.alignment}, {"offset", res.plan.offsets[i]}};
+    json buffer = {{"id", b.id},     {"lower", b.lower},         {"upper", b.upper},
+                   {"size", b.size}, {"alignment", b.alignment}, {"offset", res.plan.offsets[i]}};
     if (!b.gaps.empty()) {
       json gaps = json::array();
       for (const auto& g : b.gaps) {

@@ -15,6 +15,7 @@ struct PlanRequest {
   std::optional<int64_t> alignment;  // raised on every buffer to at least this
   bool in_place = true;              // models: allow in-place reuse
   InspectOptions model;              // models: --batch, --dim, --dtype
+  uint64_t overhead_bytes = 0;       // models: the runtime's own memory, counted against the capacity
 };
 
 struct PlanReport {
@@ -23,12 +24,19 @@ struct PlanReport {
   Problem problem;
   SolveResult result;
   std::optional<int64_t> capacity;
-  bool fits = true;  // arena <= capacity (true without one)
+  // CSV: arena <= capacity. Models: needed_bytes() <= capacity, since the
+  // weights and the runtime share the device with the arena. True without one.
+  bool fits = true;
   // Models only.
-  uint64_t naive_bytes = 0;          // every activation its own memory
+  uint64_t naive_bytes = 0;  // every activation its own memory
   int in_place_tensors = 0;
   uint64_t in_place_bytes = 0;
   int64_t arena_without_in_place = 0;  // the same solver without in-place reuse
+  uint64_t weight_bytes = 0;           // resident weights
+  uint64_t overhead_bytes = 0;         // as requested
+  // What the device must hold: the arena, plus for models the resident
+  // weights and the overhead.
+  uint64_t needed_bytes() const { return static_cast<uint64_t>(result.plan.arena) + weight_bytes + overhead_bytes; }
   int64_t in_place_saved_bytes() const { return std::max<int64_t>(0, arena_without_in_place - result.plan.arena); }
 };
 

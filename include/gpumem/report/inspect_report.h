@@ -1,16 +1,22 @@
 #pragma once
 // Reports of `gpumem inspect`: a readable text and one JSON document whose
 // schema is documented in the README ("JSON: inspect").
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "gpumem/model/inspect.h"
+#include "gpumem/plan/inference_levers.h"
 
 namespace gpumem {
 
 struct ReportOptions {
   int top = 10;  // how many of the largest activations to list
+  // What one inference needs, when computed (plan::inference_need): the
+  // report's headline.
+  std::optional<plan::InferenceNeed> need;
+  std::vector<plan::InferenceLever> levers;  // advice after the report
 };
 
 std::string render_inspect_text(const InspectResult& result, const ReportOptions& options = {});
