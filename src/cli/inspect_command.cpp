@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/model_flags.h"
 #include "cli/size_flag.h"
 #include "gpumem/plan/inference_need.h"
@@ -25,7 +26,7 @@ Action add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model file")->required();
   add_model_flags(*cmd, args->flags);
-  cmd->add_option("--top", args->top, "How many of the largest activations to list")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top", args->top, "How many of the largest activations to list")->check(kNonNegativeInteger);
   cmd->add_option("--overhead", args->overhead,
                   "The runtime's own memory (CUDA context, workspaces), added to what inference needs");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");

@@ -2,11 +2,13 @@
 // arguments and call the library.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/parse_errors.h"
 #include "gpumem/common/error.h"
 
 int main(int argc, char** argv) {
@@ -20,8 +22,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : gpumem::kExitBadInput;
+    return gpumem::cli::report_parse_error(app, e, std::vector<std::string>(argv + 1, argv + argc));
   }
   try {
     if (app.got_subcommand("inspect")) return inspect();

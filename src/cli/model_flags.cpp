@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/flags.h"
 #include "gpumem/common/error.h"
 
 namespace gpumem::cli {
@@ -19,12 +20,10 @@ std::optional<DType> dtype_flag(const std::string& flag, const std::string& valu
 }  // namespace
 
 void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
-  cmd.add_option("--batch", flags.batch, "Bind the first dimension of every graph input")->check(CLI::PositiveNumber);
-  cmd.add_option("--dim", flags.dims, "Bind a symbolic dimension: NAME=VALUE (repeatable, or comma-separated)")
-      ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->delimiter(',');
-  cmd.add_option("--dtype", flags.dtype, "Price floating weights and activations as this type (fp32|fp16|bf16|int8...)");
+  cmd.add_option("--batch", flags.batch, "Bind the first dimension of every graph input")->check(kPositiveInteger);
+  add_list_option(cmd, "--dim", flags.dims, "Bind a symbolic dimension", "NAME=VALUE");
+  cmd.add_option("--dtype", flags.dtype,
+                 "Price floating weights and activations as this type (fp32|fp16|bf16|int8...)");
   cmd.add_option("--weights-dtype", flags.weights_dtype, "Price floating weights as this type");
   cmd.add_option("--activations-dtype", flags.activations_dtype, "Price floating activations as this type");
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/model_flags.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/error.h"
@@ -43,16 +44,16 @@ Action add_plan_command(CLI::App& app) {
       "Models: the runtime's own memory (CUDA context, workspaces), counted with the weights against --capacity");
   cmd->add_flag("--minimize", args->minimize, "With --capacity: keep minimising the arena after a plan fits");
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the exact search (default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   cmd->add_option("--solver", args->solver,
                   "auto | heuristic | exact (exact: partitions of any size, and it minimises past --capacity)")
       ->check(CLI::IsMember({"auto", "heuristic", "exact"}));
-  cmd->add_option("--alignment", args->alignment, "Align every offset to this many bytes")->check(CLI::PositiveNumber);
+  cmd->add_option("--alignment", args->alignment, "Align every offset to this many bytes")->check(kPositiveInteger);
   cmd->add_option("--out", args->out, "Write the plan as CSV (the input's columns plus offset)");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
   cmd->add_flag("--no-inplace", args->no_in_place, "Models: never write an output over a dying input");
   cmd->add_option("--threads", args->threads, "Threads for the exact search (default: the machine's, at most 4)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeInteger);
 
   return [args, cmd]() {
     if (!args->validate.empty()) {

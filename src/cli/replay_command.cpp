@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
@@ -29,13 +30,13 @@ Action add_replay_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("TRACE", args->input, "Any trace gpumem reads (see `gpumem trace stats`)")->required();
-  cmd->add_option("--policy", args->policies,
-                  "gpumem | gpumem-expandable | pytorch | pytorch-expandable | bfc | rmm-pool (repeatable; default: all)");
+  add_list_option(*cmd, "--policy", args->policies,
+                  "gpumem | gpumem-expandable | pytorch | pytorch-expandable | bfc | rmm-pool (default: all)", "NAME");
   cmd->add_option("--capacity", args->capacity, "Device memory (e.g. 80GiB): report where each policy runs out");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
   cmd->add_flag("--strict", args->strict, "Fail on the first event that makes no sense instead of skipping it");
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the planner's optimum (0 skips it; default 5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   cmd->add_option("--device", args->device, "Device to replay (default: the one with the most allocations)");
 
   return [args]() {
@@ -49,7 +50,8 @@ Action add_replay_command(CLI::App& app) {
     if (args->device != -2) options.device = args->device;
     if (!args->capacity.empty()) options.capacity = parse_capacity_flag(args->capacity);
     const trace::ReplayReport report = trace::replay(t, options);
-    if (args->json) std::printf("%s\n", replay_to_json(report).dump(2).c_str());
+    if (args->json)
+      std::printf("%s\n", replay_to_json(report).dump(2).c_str());
     else {
       for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
       std::fputs(render_replay_text(report).c_str(), stdout);
