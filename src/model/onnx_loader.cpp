@@ -31,7 +31,8 @@ std::string read_file(const std::filesystem::path& path) {
   if (ec || !std::filesystem::exists(status)) {
     throw InputError(fmt::format("{}: no such file", path.string()));
   }
-  if (std::filesystem::is_directory(status)) throw InputError(fmt::format("{}: is a directory, not a model file", path.string()));
+  if (std::filesystem::is_directory(status))
+    throw InputError(fmt::format("{}: is a directory, not a model file", path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
   in.seekg(0, std::ios::end);
@@ -66,13 +67,14 @@ onnx::ModelProto parse(std::string_view bytes, const std::string& name) {
     throw InputError(fmt::format("{}: not a valid ONNX model: the protobuf is truncated or corrupted", name));
   }
   if (!model.has_graph() || model.ir_version() <= 0) {
-    throw InputError(fmt::format("{}: not an ONNX model: {}", name,
-                                 model.has_graph() ? "no IR version" : "no graph in the file"));
+    throw InputError(
+        fmt::format("{}: not an ONNX model: {}", name, model.has_graph() ? "no IR version" : "no graph in the file"));
   }
   return model;
 }
 
-void collect_symbols(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values, std::set<std::string>& out) {
+void collect_symbols(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& values,
+                     std::set<std::string>& out) {
   for (const auto& vi : values) {
     if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
     for (const auto& d : vi.type().tensor_type().shape().dim()) {
@@ -110,7 +112,8 @@ void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const 
   bind_values(*graph.mutable_output(), options);
   bind_values(*graph.mutable_value_info(), options);
   if (options.batch) {
-    if (*options.batch <= 0) throw InputError(fmt::format("--batch {}: the batch size must be positive", *options.batch));
+    if (*options.batch <= 0)
+      throw InputError(fmt::format("--batch {}: the batch size must be positive", *options.batch));
     std::set<std::string> initializers;
     for (const auto& init : graph.initializer()) initializers.insert(init.name());
     for (auto& in : *graph.mutable_input()) {
@@ -149,6 +152,12 @@ Model load_onnx_model_from_bytes(std::string_view bytes, const std::string& disp
 
   // Structure first: a graph out of order is rejected before any inference.
   model.graph = detail::build_graph_structure(proto.graph(), display_name);
+  if (proto.graph().input_size() > 0) {
+    const auto& type = proto.graph().input(0).type();
+    if (type.has_tensor_type() && type.tensor_type().has_shape() && type.tensor_type().shape().dim_size() > 0) {
+      model.batch_symbol = type.tensor_type().shape().dim(0).dim_param();
+    }
+  }
   bind_dimensions(*proto.mutable_graph(), options, display_name);
   auto inferred = detail::infer_shapes(proto);
   model.notes = std::move(inferred.notes);

@@ -47,12 +47,22 @@ std::vector<InferenceLever> inference_levers(const InspectResult& base, const In
          priced({DType::Int8, std::nullopt}));
   }
   if (const auto batch = current.load.batch ? current.load.batch : first_dimension(g); batch && *batch > 0) {
+    // A batch the user bound by its symbol (--dim batch=8) is changed the
+    // same way, so the advice is the flag to edit.
+    const std::string& symbol = base.model.batch_symbol;
+    const bool by_symbol = !current.load.batch && !symbol.empty() && current.load.dims.count(symbol) > 0;
     for (const int64_t other : {*batch * 2, *batch / 2}) {
       if (other < 1 || other == *batch) continue;
       InspectOptions options = current;
-      options.load.batch = other;
+      if (by_symbol) {
+        options.load.dims[symbol] = other;
+      } else {
+        options.load.batch = other;
+      }
       try {
-        keep(fmt::format("--batch {}", other), fmt::format("the first input dimension {} instead of {}", other, *batch),
+        keep(by_symbol ? fmt::format("--dim {}={}", symbol, other) : fmt::format("--batch {}", other),
+             by_symbol ? fmt::format("{} {} instead of {}", symbol, other, *batch)
+                       : fmt::format("the first input dimension {} instead of {}", other, *batch),
              inference_need(inspect_model(base.model.path, options), now.overhead_bytes));
       } catch (const InputError&) {
         // A model whose shapes do not follow the first dimension: no lever.

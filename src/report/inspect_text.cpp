@@ -37,9 +37,12 @@ std::string render_inspect_text(const InspectResult& r, const ReportOptions& opt
     const auto& need = *options.need;
     line(fmt::format("Inference   needs at least {} at these input shapes{}", format_bytes(need.at_least()),
                      need.sizes_unknown ? " (some sizes unknown, see below)" : ""));
-    line(fmt::format("            {} of resident weights + {} of activations{}", format_bytes(need.weight_bytes),
-                     format_bytes(need.activation_bytes),
-                     need.sizes_unknown ? " (the largest known one)" : " at their peak, in-place reuse allowed"));
+    line(need.sizes_unknown && need.activation_bytes == 0
+             ? fmt::format("            {} of resident weights + activations of unknown size",
+                           format_bytes(need.weight_bytes))
+             : fmt::format("            {} of resident weights + {} of activations{}", format_bytes(need.weight_bytes),
+                           format_bytes(need.activation_bytes),
+                           need.sizes_unknown ? " (the largest known one)" : " at their peak, in-place reuse allowed"));
     line(need.overhead_bytes
              ? fmt::format("            + {} of runtime overhead (--overhead)", format_bytes(need.overhead_bytes))
              : "            + the runtime's own memory (CUDA context, workspaces): add it with --overhead");

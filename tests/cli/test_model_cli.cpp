@@ -128,4 +128,29 @@ TEST(CliModel, InspectAdvisesTheLeversWithTheirFigures) {
   EXPECT_NE(text.out.find("  --batch 4  "), std::string::npos) << text.out;
 }
 
+// A model exported with dynamic axes (examples/pytorch/export_dynamic_axes.py)
+// has symbolic dimensions: inspect says which, and once they are bound with
+// --dim, the batch lever is given as the --dim to change.
+TEST(CliModel, DynamicAxesBecomeDimsAndTheBatchLeverFollowsThem) {
+  const std::string mlp = model("token_mlp_dynamic");
+  const CliRun unbound = run("inspect " + mlp);
+  ASSERT_EQ(unbound.code, 0) << unbound.err;
+  EXPECT_NE(unbound.out.find("resident weights + activations of unknown size"), std::string::npos) << unbound.out;
+  EXPECT_NE(unbound.out.find("symbolic dimensions not bound (use --dim NAME=VALUE or --batch N): batch, seq"),
+            std::string::npos)
+      << unbound.out;
+
+  const auto doc = inspect_json(mlp + " --dim batch=8,seq=512");
+  EXPECT_FALSE(doc["lower_bound"].get<bool>());
+  // [8, 512, 1024] float32 hidden activations: 16 MiB each.
+  EXPECT_EQ(doc["activations"]["largest"][0]["bytes"], 8 * 512 * 1024 * 4);
+  bool found = false;
+  for (const auto& lever : doc["levers"]) {
+    if (lever["setting"] != "--dim batch=4") continue;
+    found = true;
+    EXPECT_EQ(lever["inference_bytes"], inspect_json(mlp + " --dim batch=4,seq=512")["inference_bytes"]);
+  }
+  EXPECT_TRUE(found) << doc["levers"];
+}
+
 }  // namespace

@@ -22,10 +22,10 @@ struct LoadOptions {
 // What shape inference could not do, by name, so reports can say why a total
 // is a lower bound.
 struct ShapeInferenceNotes {
-  std::vector<std::string> unknown_ops;       // "domain::Op" with no schema
-  std::vector<std::string> failed_nodes;      // "node (Op): reason"
-  std::vector<std::string> unbound_dims;      // dim_params left symbolic
-  int folded_nodes = 0;                       // nodes evaluated at load time
+  std::vector<std::string> unknown_ops;   // "domain::Op" with no schema
+  std::vector<std::string> failed_nodes;  // "node (Op): reason"
+  std::vector<std::string> unbound_dims;  // dim_params left symbolic
+  int folded_nodes = 0;                   // nodes evaluated at load time
 };
 
 struct Model {
@@ -35,6 +35,9 @@ struct Model {
   int64_t opset = 0;  // default-domain opset
   Graph graph;
   ShapeInferenceNotes notes;
+  // The symbol the file gives the first dimension of its first input (what
+  // --batch overrides), before --dim binds it; empty when it is a number.
+  std::string batch_symbol;
 };
 
 // Loads a model file. Throws InputError with a one-line message naming the
