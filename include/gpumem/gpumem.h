@@ -107,7 +107,7 @@ GPUMEM_API gpumem_status gpumem_get_stat(gpumem_allocator* allocator, const char
  * when size is 0, to ask for the size first. */
 GPUMEM_API gpumem_status gpumem_memory_summary(gpumem_allocator* allocator, char* buffer, size_t size,
                                                size_t* needed);
-/* The segments and blocks as JSON (README, "Allocator snapshot"); same buffer rules. */
+/* The segments and blocks as JSON (docs/allocator.md, "Statistics, snapshots, history"); same buffer rules. */
 GPUMEM_API gpumem_status gpumem_snapshot_json(gpumem_allocator* allocator, char* buffer, size_t size,
                                               size_t* needed);
 /* Writes the allocation history as JSON lines to `path`, atomically (readers

@@ -1,4 +1,4 @@
-// The snapshot's JSON form (README, "Allocator snapshot").
+// The snapshot's JSON form (docs/allocator.md, "Statistics, snapshots, history").
 #include "gpumem/alloc/snapshot.h"
 
 #include <nlohmann/json.hpp>

@@ -29,7 +29,7 @@ Action add_inspect_command(CLI::App& app) {
   cmd->add_option("--top", args->top, "How many of the largest activations to list")->check(kNonNegativeInteger);
   cmd->add_option("--overhead", args->overhead,
                   "The runtime's own memory (CUDA context, workspaces), added to what inference needs");
-  cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/inspect.md)");
 
   return [args]() {
     InspectOptions options = to_inspect_options(args->flags);

@@ -50,7 +50,7 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "heuristic", "exact"}));
   cmd->add_option("--alignment", args->alignment, "Align every offset to this many bytes")->check(kPositiveInteger);
   cmd->add_option("--out", args->out, "Write the plan as CSV (the input's columns plus offset)");
-  cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/plan.md)");
   cmd->add_flag("--no-inplace", args->no_in_place, "Models: never write an output over a dying input");
   cmd->add_option("--threads", args->threads, "Threads for the exact search (default: the machine's, at most 4)")
       ->check(kNonNegativeInteger);

@@ -1,5 +1,5 @@
 // gpumem's allocator history (JSON lines; src/alloc/history.cpp writes it,
-// README "Statistics, snapshots, history" documents it), read and written.
+// docs/allocator.md "Statistics, snapshots, history" documents it), read and written.
 //
 //   {"format":"gpumem-history","version":1,"events":N,"dropped":D}
 //   {"action":"alloc","time_ns":T,"addr":A,"size":S,"requested":R,"stream":K,"tag":"name"}

@@ -1,5 +1,6 @@
-// The README's examples are the binary's real output. Every fenced block
-// whose lines start with `$ gpumem ...` is run from the source root, and
+// The README's and docs/'s examples are the binary's real output. Every
+// fenced block line that starts with `$ gpumem ...` is run from the source
+// root, and
 // what it prints (stdout, then stderr) must equal the lines that follow the
 // command, up to:
 //   - durations ("0.26 ms", "0.04 s") and search-node counts, which vary
@@ -7,6 +8,8 @@
 //   - trailing spaces, and blank lines at the end;
 //   - a line that is just "..." in the README, which stands for any number
 //     of lines (an excerpt).
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -21,7 +24,8 @@ namespace gpumem::test {
 namespace {
 
 struct Example {
-  size_t line = 0;  // of the command in README.md, for messages
+  std::string file;  // relative to the source root, for messages
+  size_t line = 0;   // of the command in that file
   std::string args;  // after "gpumem "
   std::vector<std::string> expected;
 };
@@ -37,8 +41,8 @@ std::string mask(const std::string& line) {
   return std::regex_replace(std::regex_replace(rstrip(line), duration, "<time>"), nodes, "<n> search nodes");
 }
 
-std::vector<Example> readme_examples(const std::string& path) {
-  std::ifstream in(path);
+std::vector<Example> readme_examples(const std::string& root, const std::string& file) {
+  std::ifstream in(root + "/" + file);
   std::vector<Example> out;
   std::string line;
   size_t number = 0;
@@ -53,7 +57,7 @@ std::vector<Example> readme_examples(const std::string& path) {
     }
     if (!in_block) continue;
     if (line.rfind("$ gpumem ", 0) == 0) {
-      out.push_back({number, line.substr(9), {}});
+      out.push_back({file, number, line.substr(9), {}});
       current = &out.back();
     } else if (current) {
       current->expected.push_back(line);
@@ -87,13 +91,28 @@ bool matches(const std::vector<std::string>& expected, size_t e, const std::vect
   return a < actual.size() && mask(expected[e]) == mask(actual[a]) && matches(expected, e + 1, actual, a + 1);
 }
 
+// README.md, then docs/*.md in name order.
+std::vector<std::string> documents(const std::string& root) {
+  std::vector<std::string> docs;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/docs")) {
+    if (entry.path().extension() == ".md") docs.push_back("docs/" + entry.path().filename().string());
+  }
+  std::sort(docs.begin(), docs.end());
+  docs.insert(docs.begin(), "README.md");
+  return docs;
+}
+
 TEST(Readme, EveryCommandShownPrintsWhatTheReadmeShows) {
   const std::string root = GPUMEM_SOURCE_DIR;
-  const std::vector<Example> examples = readme_examples(root + "/README.md");
-  // The README shows at least inspect, plan, trace stats, replay and an error.
+  std::vector<Example> examples;
+  for (const auto& doc : documents(root)) {
+    const auto found = readme_examples(root, doc);
+    examples.insert(examples.end(), found.begin(), found.end());
+  }
+  // They show at least inspect, plan, trace stats, replay and an error.
   ASSERT_GE(examples.size(), 5u);
   for (const Example& ex : examples) {
-    SCOPED_TRACE("README.md:" + std::to_string(ex.line) + ": gpumem " + ex.args);
+    SCOPED_TRACE(ex.file + ":" + std::to_string(ex.line) + ": gpumem " + ex.args);
     const CliRun r = run_in(root, ex.args);
     const std::vector<std::string> actual = lines_of(r.out + r.err);
     if (!matches(ex.expected, 0, actual, 0)) {

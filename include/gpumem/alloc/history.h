@@ -2,7 +2,7 @@
 // A bounded record of what an allocator did: every allocation, free,
 // segment change and out-of-memory, with time, address, size, stream and the
 // caller's tag. Written as JSON lines, it is the trace format gpumem's replay
-// and visualization read (README, "Allocation history").
+// and visualization read (docs/allocator.md, "Statistics, snapshots, history").
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>

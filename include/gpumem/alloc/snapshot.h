@@ -45,7 +45,7 @@ struct Snapshot {
   std::vector<SegmentSnapshot> segments;  // in address order
 };
 
-// Stable JSON (documented in the README): {"segments":[{"address":..,
+// Stable JSON (documented in docs/allocator.md): {"segments":[{"address":..,
 // "total_size":.., "allocated_size":.., "active_size":.., "requested_size":..,
 // "stream":.., "segment_type":"small"|"large", "expandable":bool,
 // "blocks":[{"address":..,"size":..,"requested_size":..,"state":..,"tag":..}]}]}

@@ -1,7 +1,7 @@
 #pragma once
 // Where a model's memory goes: weights, activations and their lifetimes.
 //
-// Semantics (the README documents them for users):
+// Semantics (docs/inspect.md documents them for users):
 //  * Weights are initializers, Constant outputs and outputs of nodes whose
 //    inputs are all weights, each counted once. Resident weights are those a
 //    computing node (one with an output that is not a weight) reads, in this

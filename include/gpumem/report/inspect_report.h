@@ -1,6 +1,6 @@
 #pragma once
 // Reports of `gpumem inspect`: a readable text and one JSON document whose
-// schema is documented in the README ("JSON: inspect").
+// schema is documented in docs/inspect.md ("JSON: inspect").
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>

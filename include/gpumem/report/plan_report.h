@@ -1,6 +1,6 @@
 #pragma once
 // Reports of `gpumem plan`: readable text and one JSON document (schema in
-// the README, "JSON: plan").
+// docs/plan.md, "JSON: plan").
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -58,7 +58,7 @@ void write_perfetto(const Trace& trace, std::ostream& out);
 // epoch seconds; time_ns is kUnknown when it is neither. Device 0.
 Trace read_rmm_log(std::string_view data, const std::string& name, const ReadOptions& options = {});
 
-// gpumem's allocator history (JSON lines, README "Statistics, snapshots,
+// gpumem's allocator history (JSON lines, docs/allocator.md "Statistics, snapshots,
 // history"), read and written; keys in any order; tags become contexts and
 // are written from Context::label(). For traces from other sources the
 // writer adds "device" when it is not 0 and leaves out "time_ns" when the
