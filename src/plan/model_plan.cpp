@@ -13,14 +13,22 @@ namespace gpumem::plan {
 bool allows_in_place(std::string_view op) {
   // Elementwise: output[i] depends on input[i] alone (binary ops broadcast
   // the other input; the one reused must have the output's size).
-  static constexpr std::array<std::string_view, 40> kOps = {
-      "Abs",       "Acos",     "Add",      "And",      "Asin",     "Atan",    "Ceil",     "Clip",
-      "Cos",       "Div",      "Elu",      "Erf",      "Exp",      "Floor",   "Gelu",     "HardSigmoid",
-      "HardSwish", "LeakyRelu", "Log",     "Max",      "Min",      "Mul",     "Neg",      "Not",
-      "Or",        "Pow",      "PRelu",    "Reciprocal", "Relu",   "Round",   "Selu",     "Sigmoid",
-      "Sign",      "Sin",      "Softplus", "Sqrt",     "Sub",      "Tanh",    "ThresholdedRelu", "Xor"};
+  static constexpr std::array<std::string_view, 40> kOps = {"Abs",         "Acos",      "Add",
+                                                            "And",         "Asin",      "Atan",
+                                                            "Ceil",        "Clip",      "Cos",
+                                                            "Div",         "Elu",       "Erf",
+                                                            "Exp",         "Floor",     "Gelu",
+                                                            "HardSigmoid", "HardSwish", "LeakyRelu",
+                                                            "Log",         "Max",       "Min",
+                                                            "Mul",         "Neg",       "Not",
+                                                            "Or",          "Pow",       "PRelu",
+                                                            "Reciprocal",  "Relu",      "Round",
+                                                            "Selu",        "Sigmoid",   "Sign",
+                                                            "Sin",         "Softplus",  "Sqrt",
+                                                            "Sub",         "Tanh",      "ThresholdedRelu",
+                                                            "Xor"};
   // Views: the output is the input's bytes, reinterpreted.
-  static constexpr std::array<std::string_view, 6> kViews = {"Reshape", "Flatten", "Squeeze",
+  static constexpr std::array<std::string_view, 6> kViews = {"Reshape",   "Flatten",  "Squeeze",
                                                              "Unsqueeze", "Identity", "Dropout"};
   return std::find(kOps.begin(), kOps.end(), op) != kOps.end() ||
          std::find(kViews.begin(), kViews.end(), op) != kViews.end();
@@ -29,9 +37,10 @@ bool allows_in_place(std::string_view op) {
 ModelBuffers model_buffers(const Graph& graph, const MemoryAnalysis& analysis, bool in_place) {
   if (!analysis.unknown_activations.empty()) {
     const Tensor& t = graph.tensors[static_cast<size_t>(analysis.unknown_activations.front())];
-    throw InputError(fmt::format("cannot plan: {} activation(s) have an unknown size, e.g. '{}' {}; bind its "
-                                 "dimensions with --dim NAME=VALUE or --batch N",
-                                 analysis.unknown_activations.size(), printable(t.name), printable(t.shape_string())));
+    throw InputError(
+        fmt::format("cannot plan: {} activation(s) have an unknown size, e.g. '{}' {}; bind its "
+                    "dimensions with --dim NAME=VALUE or --batch N",
+                    analysis.unknown_activations.size(), printable(t.name), printable(t.shape_string())));
   }
   ModelBuffers out;
   // Activation index by tensor id.
@@ -44,7 +53,8 @@ ModelBuffers model_buffers(const Graph& graph, const MemoryAnalysis& analysis, b
   std::vector<int> parent(analysis.activations.size());
   std::iota(parent.begin(), parent.end(), 0);
   auto root = [&](int x) {
-    while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    while (parent[static_cast<size_t>(x)] != x)
+      x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
     return x;
   };
   std::vector<char> taken(analysis.activations.size(), 0);  // storage already handed to an output
@@ -90,6 +100,18 @@ ModelBuffers model_buffers(const Graph& graph, const MemoryAnalysis& analysis, b
     buf.lower = std::min<int64_t>(buf.lower, act.first);
     buf.upper = std::max<int64_t>(buf.upper, act.last + 1);
     out.tensors[static_cast<size_t>(b)].push_back(act.tensor);
+  }
+  // A control-flow node's subgraph runs while the node does: its largest
+  // branch's peak is one more buffer, live at that node only.
+  for (const auto& charge : analysis.subgraph_charges) {
+    if (charge.bytes == 0) continue;
+    Buffer buf;
+    buf.id = graph.nodes[static_cast<size_t>(charge.node)].name + " (subgraph)";
+    buf.lower = charge.node;
+    buf.upper = charge.node + 1;
+    buf.size = static_cast<int64_t>(charge.bytes);
+    out.problem.buffers.push_back(std::move(buf));
+    out.tensors.emplace_back();
   }
   return out;
 }

@@ -116,11 +116,14 @@ TEST(Readme, EveryCommandShownPrintsWhatTheReadmeShows) {
     const CliRun r = run_in(root, ex.args);
     const std::vector<std::string> actual = lines_of(r.out + r.err);
     if (!matches(ex.expected, 0, actual, 0)) {
-      ADD_FAILURE() << "the README shows:\n" << [&] {
-        std::string s;
-        for (const auto& l : ex.expected) s += l + "\n";
-        return s;
-      }() << "the binary prints:\n" << r.out + r.err;
+      ADD_FAILURE() << "the README shows:\n"
+                    <<
+          [&] {
+            std::string s;
+            for (const auto& l : ex.expected) s += l + "\n";
+            return s;
+          }() << "the binary prints:\n"
+                    << r.out + r.err;
     }
   }
 }

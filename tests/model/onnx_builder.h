@@ -13,7 +13,7 @@ namespace gpumem::test {
 struct D {
   int64_t value = -1;
   const char* param = nullptr;
-  D(int64_t v) : value(v) {}  // NOLINT: implicit on purpose, for {1, 3, "N"}
+  D(int64_t v) : value(v) {}      // NOLINT: implicit on purpose, for {1, 3, "N"}
   D(const char* p) : param(p) {}  // NOLINT
 };
 
@@ -49,7 +49,8 @@ class OnnxBuilder {
     set_type(*graph().add_input(), name, dtype, dims);
     return *this;
   }
-  OnnxBuilder& output(const std::string& name, const std::vector<D>& dims = {}, int32_t dtype = onnx::TensorProto::FLOAT) {
+  OnnxBuilder& output(const std::string& name, const std::vector<D>& dims = {},
+                      int32_t dtype = onnx::TensorProto::FLOAT) {
     auto* vi = graph().add_output();
     if (dims.empty()) {
       vi->set_name(name);
@@ -120,5 +121,36 @@ class OnnxBuilder {
  private:
   onnx::ModelProto model_;
 };
+
+// cond, x [1,256] -> If -> y -> Relu -> z. The then-branch (Relu, Neg on x)
+// holds 2 KiB at its peak, the else-branch (Identity of x) 1 KiB: the If is
+// charged 2 KiB while it runs.
+inline std::string if_with_uneven_branches() {
+  OnnxBuilder b;
+  b.input("cond", {}, onnx::TensorProto::BOOL);
+  b.input("x", {1, 256});
+  auto& node = b.node("If", {"cond"}, {"y"}, "branch");
+  auto& then_g = OnnxBuilder::graph_attr(node, "then_branch");
+  then_g.set_name("then");
+  auto* relu = then_g.add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("x");  // an outer-scope value
+  relu->add_output("t1");
+  auto* neg = then_g.add_node();
+  neg->set_op_type("Neg");
+  neg->add_input("t1");
+  neg->add_output("t2");
+  OnnxBuilder::set_type(*then_g.add_output(), "t2", onnx::TensorProto::FLOAT, {1, 256});
+  auto& else_g = OnnxBuilder::graph_attr(node, "else_branch");
+  else_g.set_name("else");
+  auto* identity = else_g.add_node();
+  identity->set_op_type("Identity");
+  identity->add_input("x");
+  identity->add_output("e1");
+  OnnxBuilder::set_type(*else_g.add_output(), "e1", onnx::TensorProto::FLOAT, {1, 256});
+  b.node("Relu", {"y"}, {"z"});
+  b.output("z");
+  return b.bytes();
+}
 
 }  // namespace gpumem::test

@@ -31,7 +31,8 @@ TEST(ShapeInference, OnnxAloneLeavesBertSlicesUnshaped) {
   ASSERT_TRUE(proto.ParseFromString(test::read_file_bytes(test::model_path("bert_base"))));
   // Graph-only initializers carry no data; declare them as typed inputs, as
   // our loader effectively does.
-  onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), onnx::ShapeInferenceOptions(false, 0, true));
+  onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                     onnx::ShapeInferenceOptions(false, 0, true));
   std::map<std::string, const onnx::ValueInfoProto*> info;
   for (const auto& vi : proto.graph().value_info()) info[vi.name()] = &vi;
   int unshaped_slices = 0;
@@ -158,35 +159,7 @@ TEST(ShapeInference, UnknownOpsAreReportedAndTheirOutputsUnknown) {
 // An If whose branches need different memory is charged its larger branch
 // at the If node.
 TEST(ShapeInference, IfIsChargedItsLargerBranch) {
-  OnnxBuilder b;
-  b.input("cond", {}, onnx::TensorProto::BOOL);
-  b.input("x", {1, 256});
-  auto& node = b.node("If", {"cond"}, {"y"}, "branch");
-  auto& then_g = OnnxBuilder::graph_attr(node, "then_branch");
-  then_g.set_name("then");
-  {
-    auto* n = then_g.add_node();
-    n->set_op_type("Relu");
-    n->add_input("x");  // an outer-scope value
-    n->add_output("t1");
-    auto* n2 = then_g.add_node();
-    n2->set_op_type("Neg");
-    n2->add_input("t1");
-    n2->add_output("t2");
-    OnnxBuilder::set_type(*then_g.add_output(), "t2", onnx::TensorProto::FLOAT, {1, 256});
-  }
-  auto& else_g = OnnxBuilder::graph_attr(node, "else_branch");
-  else_g.set_name("else");
-  {
-    auto* n = else_g.add_node();
-    n->set_op_type("Identity");
-    n->add_input("x");
-    n->add_output("e1");
-    OnnxBuilder::set_type(*else_g.add_output(), "e1", onnx::TensorProto::FLOAT, {1, 256});
-  }
-  b.node("Relu", {"y"}, {"z"});
-  b.output("z");
-  const Model m = load_onnx_model_from_bytes(b.bytes(), "if.onnx");
+  const Model m = load_onnx_model_from_bytes(gpumem::test::if_with_uneven_branches(), "if.onnx");
   const auto& if_node = m.graph.nodes[0];
   ASSERT_EQ(if_node.subgraphs.size(), 2u);
   // x is read inside the branches: it must live until the If runs.

@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include "gpumem/common/error.h"
+#include "gpumem/model/onnx_loader.h"
 #include "gpumem/plan/model_plan.h"
 #include "gpumem/plan/planner.h"
 #include "gpumem/plan/validate.h"
+#include "model/onnx_builder.h"
 #include "test_paths.h"
 
 namespace gpumem::plan {
@@ -32,6 +34,18 @@ TEST_P(ModelPlan, PacksTheBundledModelsAtTheirLowerBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ModelPlan, ::testing::Values("resnet50", "mobilenet_v2", "bert_base"));
+
+// What an If's branch holds while it runs is planned too: the arena's lower
+// bound is inspect's peak, which charges the larger branch at the If.
+TEST(ModelPlan, ASubgraphsPeakIsPlannedAtItsNode) {
+  const Model m = load_onnx_model_from_bytes(test::if_with_uneven_branches(), "if.onnx");
+  const MemoryAnalysis a = analyze_memory(m.graph);
+  const ModelBuffers buffers = model_buffers(m.graph, a, /*in_place=*/false);
+  ASSERT_EQ(buffers.problem.buffers.back().id, "branch (subgraph)");
+  EXPECT_EQ(buffers.problem.buffers.back().size, 2048);
+  EXPECT_EQ(lower_bound(buffers.problem), static_cast<int64_t>(a.peak_live_bytes));
+  EXPECT_EQ(a.peak_live_bytes, 1u + 1024 + 1024 + 2048);  // cond, x, y and the then-branch
+}
 
 // x -> Relu -> y -> Add(y, x2) -> z, x2 read again later: y may take x's
 // storage (x dies at the Relu, same size); z may take y's but not x2's.
@@ -70,7 +84,7 @@ TEST(InPlace, OnlyDyingInputsOfTheSameSizeAreReused) {
 
   const MemoryAnalysis a = analyze_memory(g);
   const ModelBuffers with = model_buffers(g, a, true);
-  EXPECT_EQ(with.in_place_tensors, 2);  // y over x, z over y
+  EXPECT_EQ(with.in_place_tensors, 2);         // y over x, z over y
   EXPECT_EQ(with.problem.buffers.size(), 3u);  // {x, y, z}, x2, w
   const ModelBuffers without = model_buffers(g, a, false);
   EXPECT_EQ(without.problem.buffers.size(), 5u);

@@ -23,11 +23,13 @@ namespace gpumem::plan {
 bool allows_in_place(std::string_view op_type);
 
 struct ModelBuffers {
-  Problem problem;                          // one buffer per storage, time = node index
-  std::vector<std::vector<int>> tensors;    // per buffer: the activation tensor ids it holds
-  uint64_t naive_bytes = 0;                 // every activation its own memory, no reuse
-  int in_place_tensors = 0;                 // tensors that took an input's storage
-  uint64_t in_place_bytes = 0;              // their bytes
+  // One buffer per storage, time = node index; then one per control-flow node
+  // with subgraphs, live at that node, as large as its largest subgraph's peak.
+  Problem problem;
+  std::vector<std::vector<int>> tensors;  // per buffer: the activation tensor ids it holds (none: a subgraph's)
+  uint64_t naive_bytes = 0;               // every activation its own memory, no reuse
+  int in_place_tensors = 0;               // tensors that took an input's storage
+  uint64_t in_place_bytes = 0;            // their bytes
 };
 
 // Buffers of the activations of `analysis` (all sizes must be known: throws
