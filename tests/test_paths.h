@@ -14,6 +14,11 @@ inline std::filesystem::path model_path(const std::string& name) {
   return source_dir() / "examples" / "models" / (name + ".onnx");
 }
 
+// A recorded trace under tests/data/traces/.
+inline std::string trace_path(const std::string& name) {
+  return (source_dir() / "tests" / "data" / "traces" / name).string();
+}
+
 // A bundled model's <name>.expected.json: the figures tools/export_models.py
 // computed at export time, independently of gpumem.
 inline nlohmann::json model_expected_figures(const std::string& name) {

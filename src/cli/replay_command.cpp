@@ -56,7 +56,8 @@ Action add_replay_command(CLI::App& app) {
       for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
       std::fputs(render_replay_text(report).c_str(), stdout);
     }
-    return kExitOk;
+    // As `plan`: with --capacity, exit 3 when nothing replayed fits it.
+    return trace::every_policy_runs_out(report) ? kExitDoesNotFit : kExitOk;
   };
 }
 

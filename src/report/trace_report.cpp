@@ -45,14 +45,23 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   out += "  " + actions + "\n";
   out += fmt::format("Allocations: {} ({} in all), {} freed\n", count(s.allocations), bytes(s.allocated_bytes_total),
                      count(s.frees));
-  out += fmt::format("Peak allocated: {} at {}", bytes(s.peak_allocated),
-                     event_time(s.peak_event, s.peak_time_ns == trace::kUnknown || s.start_time_ns == trace::kUnknown
-                                                  ? trace::kUnknown
-                                                  : s.peak_time_ns - s.start_time_ns));
-  if (s.baseline) out += fmt::format(" (of which {} allocated before the trace began)", bytes(s.baseline));
-  out += "\n";
+  const std::int64_t since_start =
+      s.peak_time_ns == trace::kUnknown || s.start_time_ns == trace::kUnknown ? trace::kUnknown
+                                                                               : s.peak_time_ns - s.start_time_ns;
+  // Two peaks with two names: with a baseline, the peak the device saw and
+  // the peak of what the trace itself allocated (what replay replays) differ.
+  out += fmt::format("Peak allocated: {} at {}\n", bytes(s.peak_allocated), event_time(s.peak_event, since_start));
+  if (s.baseline)
+    out += fmt::format("  counting {} allocated before recording began (the source's running total at its first "
+                       "event); the trace's own allocations peak at {} at event {} (what `gpumem replay` replays)\n",
+                       bytes(s.baseline), bytes(s.traced_peak), count(s.traced_peak_event));
+  else if (s.source_peak_allocated != trace::kUnknown)
+    out += "  counting from an empty device: nothing was allocated before recording began, per the source\n";
+  else
+    out += "  counting the trace's allocations only: the source has no running totals to tell what was allocated "
+           "before recording began\n";
   if (s.source_peak_allocated != trace::kUnknown)
-    out += fmt::format("  the trace's own largest running total: {}\n", bytes(s.source_peak_allocated));
+    out += fmt::format("  the source's own largest running total: {}\n", bytes(s.source_peak_allocated));
   if (!s.largest.empty()) {
     out += "Largest allocations:\n";
     for (const auto& l : s.largest)
@@ -99,6 +108,8 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
   j["peak_allocated_bytes"] = s.peak_allocated;
   j["peak_event"] = s.peak_event;
   j["peak_time_ns"] = s.peak_time_ns == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(s.peak_time_ns);
+  j["traced_peak_bytes"] = s.traced_peak;
+  j["traced_peak_event"] = s.traced_peak_event;
   j["source_peak_allocated_bytes"] =
       s.source_peak_allocated == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(s.source_peak_allocated);
   auto& largest = j["largest_allocations"] = nlohmann::ordered_json::array();
@@ -127,8 +138,12 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
 std::string render_replay_text(const trace::ReplayReport& r) {
   std::string out = fmt::format("Replay of {} ({}): {} events, {} allocations on device {}\n", r.source, r.format,
                                 count(r.events), count(r.allocations), r.device);
-  out += fmt::format("Peak allocated {} at event {}; the best packing needs at least {}", bytes(r.peak_allocated),
-                     count(r.peak_event), bytes(r.lower_bound));
+  out += fmt::format("Traced peak {} at event {}: the trace's own allocations", bytes(r.traced_peak),
+                     count(r.traced_peak_event));
+  if (r.baseline)
+    out += fmt::format(", not counting the {} allocated before recording began (see `gpumem trace stats`)",
+                       bytes(r.baseline));
+  out += fmt::format("\nThe best packing needs at least {}", bytes(r.lower_bound));
   if (r.optimal_arena)
     out += fmt::format("; the planner packs it in {} ({}, {:.2f} s)", bytes(r.optimal_arena),
                        r.optimal_proven ? "optimal, proven" : "best found", r.optimal_seconds);
@@ -140,7 +155,7 @@ std::string render_replay_text(const trace::ReplayReport& r) {
   out += fmt::format("{:<20} {:>12} {:>10} {:>13} {:>10} {:>10}\n", "", "", "allocated", "at peak", "packing", "calls");
   auto row = [&](const std::string& name, std::int64_t reserved, double frag, std::uint64_t calls, std::string oom,
                  bool ran_out) {
-    const double ratio = r.peak_allocated ? double(reserved) / double(r.peak_allocated) : 0.0;
+    const double ratio = r.traced_peak ? double(reserved) / double(r.traced_peak) : 0.0;
     const std::int64_t best = r.optimal_arena ? r.optimal_arena : r.lower_bound;
     // A policy that ran out stopped early: its peak is not comparable.
     std::string vs = best && !ran_out ? fmt::format("{:+.1f}%", 100.0 * (double(reserved) - double(best)) / double(best))
@@ -154,7 +169,7 @@ std::string render_replay_text(const trace::ReplayReport& r) {
         p.oom_at_event.has_value());
   if (r.optimal_arena)
     row(r.optimal_proven ? "optimal" : "optimal (best found)", r.optimal_arena,
-        1.0 - double(r.peak_allocated) / double(r.optimal_arena), UINT64_MAX,
+        1.0 - double(r.traced_peak) / double(r.optimal_arena), UINT64_MAX,
         r.capacity ? (static_cast<std::size_t>(r.optimal_arena) <= r.capacity ? "fits" : "does not fit") : "", false);
   out += "\n";
   anomalies_text(out, r.anomalies);
@@ -170,8 +185,9 @@ nlohmann::ordered_json replay_to_json(const trace::ReplayReport& r) {
   j["device"] = r.device;
   j["allocations"] = r.allocations;
   j["capacity_bytes"] = r.capacity ? nlohmann::ordered_json(r.capacity) : nlohmann::ordered_json();
-  j["peak_allocated_bytes"] = r.peak_allocated;
-  j["peak_allocated_event"] = r.peak_event;
+  j["baseline_bytes"] = r.baseline;
+  j["traced_peak_bytes"] = r.traced_peak;
+  j["traced_peak_event"] = r.traced_peak_event;
   j["lower_bound_bytes"] = r.lower_bound;
   j["optimal_arena_bytes"] = r.optimal_arena ? nlohmann::ordered_json(r.optimal_arena) : nlohmann::ordered_json();
   j["optimal_proven"] = r.optimal_proven;

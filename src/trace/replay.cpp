@@ -138,6 +138,12 @@ PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const
   return run(lifetimes, steps_of(lifetimes, trace.events.size()), policy, capacity);
 }
 
+bool every_policy_runs_out(const ReplayReport& report) {
+  if (report.capacity == 0 || report.policies.empty()) return false;
+  return std::all_of(report.policies.begin(), report.policies.end(),
+                     [](const PolicyResult& p) { return p.oom_at_event.has_value(); });
+}
+
 ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   // Unknown names fail before any work.
   std::vector<std::string> names = options.policies.empty() ? policy_names() : options.policies;
@@ -156,15 +162,16 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
 
   const plan::Problem problem = to_problem(lifetimes, trace.events.size());
   report.lower_bound = plan::lower_bound(problem);
-  report.peak_allocated = report.lower_bound;
+  report.traced_peak = report.lower_bound;
+  report.baseline = lifetimes.baseline;
 
   const std::vector<Step> steps = steps_of(lifetimes, trace.events.size());
   std::int64_t live = 0;
   for (const Step& s : steps) {
     const Allocation& a = lifetimes.allocations[s.allocation];
     live += s.free ? -a.size : a.size;
-    if (!s.free && live == report.peak_allocated) {
-      report.peak_event = a.alloc_event;  // the first time it is reached
+    if (!s.free && live == report.traced_peak) {
+      report.traced_peak_event = a.alloc_event;  // the first time it is reached
       break;
     }
   }

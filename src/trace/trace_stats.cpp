@@ -102,6 +102,16 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
     }
     s.allocated_bytes_total += a.size;
   }
+  // The trace's own allocations first (before the baseline's frees join the
+  // deltas): replay's peak.
+  std::int64_t traced = 0;
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    traced += delta_at[i];
+    if (traced > s.traced_peak) {
+      s.traced_peak = traced;
+      s.traced_peak_event = i;
+    }
+  }
   for (auto [event, bytes] : lifetimes.baseline_frees) delta_at[event] -= bytes;
   std::int64_t live = lifetimes.baseline;
   s.peak_allocated = live;

@@ -81,12 +81,12 @@ TEST(Replay, EveryPolicyReservesAtLeastThePeakWhichIsTheLowerBound) {
   // Nothing is freed before it is allocated here, so the most bytes live at
   // once is both the peak and the bound on any packing of these lifetimes.
   const LivePeak swept = sweep_live_bytes(t);
-  EXPECT_EQ(r.peak_allocated, swept.bytes);
+  EXPECT_EQ(r.traced_peak, swept.bytes);
   EXPECT_EQ(r.lower_bound, swept.bytes);
-  EXPECT_EQ(r.peak_event, swept.first_event);
+  EXPECT_EQ(r.traced_peak_event, swept.first_event);
   ASSERT_EQ(r.policies.size(), policy_names().size());
   for (const PolicyResult& p : r.policies) {
-    EXPECT_GE(p.peak_reserved, r.peak_allocated) << p.name;
+    EXPECT_GE(p.peak_reserved, r.traced_peak) << p.name;
     EXPECT_FALSE(p.oom_at_event) << p.name;
     EXPECT_GT(p.upstream_calls, 0u) << p.name;
     EXPECT_GE(p.fragmentation_at_peak, 0.0) << p.name;
@@ -103,11 +103,11 @@ TEST(Replay, ReportsWhereEachPolicyRunsOutOfMemory) {
   options.optimal_time_limit = 0;
   options.policies = {"gpumem", "pytorch"};
   ReplayReport unlimited = replay(t, options);
-  options.capacity = static_cast<std::size_t>(unlimited.peak_allocated - 1);
+  options.capacity = static_cast<std::size_t>(unlimited.traced_peak - 1);
   ReplayReport tight = replay(t, options);
   for (const PolicyResult& p : tight.policies) {
     ASSERT_TRUE(p.oom_at_event) << p.name;
-    EXPECT_LE(*p.oom_at_event, tight.peak_event) << p.name;
+    EXPECT_LE(*p.oom_at_event, tight.traced_peak_event) << p.name;
     EXPECT_EQ(t.events[*p.oom_at_event].action, Action::kAlloc);
     EXPECT_NE(p.oom_message.find("out of memory"), std::string::npos) << p.oom_message;
   }

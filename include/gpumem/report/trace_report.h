@@ -11,7 +11,9 @@
 namespace gpumem {
 
 inline constexpr int kTraceStatsSchemaVersion = 1;
-inline constexpr int kReplaySchemaVersion = 1;
+// 2: peak_allocated_bytes/peak_allocated_event became traced_peak_bytes/
+// traced_peak_event (they never counted the baseline), baseline_bytes added.
+inline constexpr int kReplaySchemaVersion = 2;
 
 std::string render_trace_stats_text(const trace::TraceStats& stats, const std::string& source);
 nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& stats, const std::string& source);

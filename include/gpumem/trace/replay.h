@@ -45,9 +45,13 @@ struct ReplayReport {
   std::size_t events = 0;
   std::int32_t device = 0;
   std::size_t allocations = 0;
-  std::int64_t peak_allocated = 0;    // the trace's allocations only (no baseline)
-  std::size_t peak_event = 0;
-  std::int64_t lower_bound = 0;       // = peak_allocated: no packing does better
+  // The most bytes of the trace's own allocations live at once: memory
+  // allocated before recording began (the baseline) is not replayed, so it
+  // is left out, unlike TraceStats::peak_allocated.
+  std::int64_t traced_peak = 0;
+  std::size_t traced_peak_event = 0;
+  std::int64_t baseline = 0;          // allocated before the first event (Lifetimes::baseline)
+  std::int64_t lower_bound = 0;       // = traced_peak: no packing does better
   std::int64_t optimal_arena = 0;     // the planner's arena; 0 when skipped
   bool optimal_proven = false;
   double optimal_seconds = 0;
@@ -58,6 +62,10 @@ struct ReplayReport {
 
 // Throws InputError for an unknown policy name (listing the known ones).
 ReplayReport replay(const Trace& trace, const ReplayOptions& options);
+
+// With a capacity, whether every policy replayed ran out of memory (the
+// CLI's exit code 3, as `gpumem plan`'s when no plan fits).
+bool every_policy_runs_out(const ReplayReport& report);
 
 // One policy over given lifetimes (for benchmarks and tests).
 PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const std::string& policy,

@@ -54,6 +54,10 @@ struct TraceStats {
   std::size_t peak_event = 0;
   std::int64_t peak_time_ns = kUnknown;
   std::int64_t start_time_ns = kUnknown;  // the first event's time
+  // The most bytes of the trace's own allocations live at once, baseline
+  // left out: what `gpumem replay` replays (ReplayReport::traced_peak).
+  std::int64_t traced_peak = 0;
+  std::size_t traced_peak_event = 0;
   // The source's own largest "Total Allocated", when it reports one.
   std::int64_t source_peak_allocated = kUnknown;
   std::vector<LargestAllocation> largest;  // up to 10

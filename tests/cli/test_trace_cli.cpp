@@ -1,0 +1,72 @@
+// `gpumem trace stats` and `gpumem replay` as users run them on real
+// recorded traces: the figures they lead with, what they advise, and their
+// exit codes.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "test_paths.h"
+
+namespace {
+
+using gpumem::test::CliRun;
+using gpumem::test::run;
+using gpumem::test::trace_path;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+nlohmann::json json_of(const std::string& args) {
+  const CliRun r = run(args + " --json");
+  EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+// transformer_train.json was recorded after resnet18_train.json in the same
+// process: the profiler's running total starts at the resnet's 85.31 MiB of
+// gradients and momentum. stats counts it, replay cannot; the two figures
+// have two names, and the text says which baseline each has.
+TEST(CliTrace, TwoPeaksTwoNamesAndTheBaselineSaid) {
+  const std::string t = trace_path("transformer_train.json");
+  const auto stats = json_of("trace stats " + t);
+  const auto replay = json_of("replay " + t + " --time-limit 0 --policy gpumem");
+  const std::int64_t baseline = stats["baseline_bytes"];
+  EXPECT_EQ(baseline, 89453136);
+  EXPECT_EQ(replay["baseline_bytes"], baseline);
+  EXPECT_EQ(stats["traced_peak_bytes"], replay["traced_peak_bytes"]);
+  EXPECT_EQ(stats["traced_peak_event"], replay["traced_peak_event"]);
+  EXPECT_GT(stats["peak_allocated_bytes"].get<std::int64_t>(), baseline);
+  EXPECT_LT(stats["traced_peak_bytes"].get<std::int64_t>(), 1 << 20);
+  EXPECT_FALSE(replay.contains("peak_allocated_bytes")) << "the name means the baseline-included peak in stats";
+  EXPECT_EQ(replay["schema_version"], 2);
+
+  const CliRun text = run("trace stats " + t);
+  EXPECT_TRUE(contains(text.out, "Peak allocated: 85.61 MiB at event 638")) << text.out;
+  EXPECT_TRUE(contains(text.out, "counting 85.31 MiB allocated before recording began")) << text.out;
+  EXPECT_TRUE(contains(text.out, "the trace's own allocations peak at 305.91 KiB at event 638")) << text.out;
+  const CliRun rtext = run("replay " + t + " --time-limit 0 --policy gpumem");
+  EXPECT_TRUE(contains(rtext.out, "Traced peak 305.91 KiB at event 638: the trace's own allocations, not counting the "
+                                  "85.31 MiB allocated before recording began"))
+      << rtext.out;
+  EXPECT_FALSE(contains(rtext.out, "Peak allocated")) << rtext.out;
+}
+
+// As `plan` exits 3 when nothing fits --capacity, so does replay when every
+// policy runs out; one that fits is success.
+TEST(CliTrace, ReplayExitsThreeWhenEveryPolicyRunsOut) {
+  const std::string t = trace_path("resnet18_train.json");
+  const CliRun none = run("replay " + t + " --time-limit 0 --policy gpumem --policy bfc --capacity 64MiB");
+  EXPECT_EQ(none.code, 3) << none.err;
+  EXPECT_TRUE(contains(none.out, "at event")) << none.out;
+  // gpumem-expandable peaks at 106 MiB, pytorch at 130 MiB: one fits 110 MiB.
+  const CliRun some =
+      run("replay " + t + " --time-limit 0 --policy gpumem-expandable --policy pytorch --capacity 110MiB");
+  EXPECT_EQ(some.code, 0) << some.err;
+  EXPECT_TRUE(contains(some.out, "fits")) << some.out;
+  const CliRun json = run("replay " + t + " --json --time-limit 0 --policy bfc --capacity 64MiB");
+  EXPECT_EQ(json.code, 3);
+  EXPECT_TRUE(nlohmann::json::parse(json.out)["policies"][0]["oom_at_event"].is_number());
+}
+
+}  // namespace
