@@ -15,6 +15,12 @@ under PyTorch's profiler with profile_memory on:
                           first also creates the momentum buffers)
   transformer_train.json  a 1-layer nn.TransformerEncoder (d_model 32),
                           batch 4 x 16 tokens, Adam: 2 iterations
+  resnet18_adamw_3iter.json.gz  (--only resnet18_adamw) resnet18 as
+                          above with AdamW, 3 iterations, with_stack and
+                          record_shapes on: Python frames are written as
+                          Kineto's "python_function" spans
+  mlp_no_memory.json      (--only no_memory) an MLP step recorded with
+                          profile_memory off: operators, no [memory]
   leaky_mlp_train.json    a 2-layer MLP, batch 64, SGD: 6 iterations, each
                           keeping its hidden features (128 KiB) in a list:
                           the steady leak `gpumem trace stats` must find
@@ -60,6 +66,7 @@ exact first and last events that tests/trace/test_formats.cpp checks (its
 tag counts and totals stay the same unless PyTorch changes).
 """
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -79,13 +86,13 @@ from torch._C._profiler import (
 DEVICE_TYPES = {"cpu": 0, "cuda": 1}
 
 
-def record(step, iterations):
+def record(step, iterations, profile_memory=True, with_stack=False):
     """Runs step() `iterations` times under the profiler; returns the event tree's roots."""
     config = ProfilerConfig(
         ProfilerState.KINETO,
-        False,  # report_input_shapes
-        True,  # profile_memory
-        False,  # with_stack
+        with_stack,  # report_input_shapes (profile(record_shapes=True) goes with stacks here)
+        profile_memory,
+        with_stack,
         False,  # with_flops
         False,  # with_modules
         _ExperimentalConfig(),
@@ -106,7 +113,8 @@ def microseconds(ns):
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def to_chrome_events(roots, pid):
+def to_chrome_events(roots, pid, keep_all=False):
+    """keep_all: every operator, not only those around memory events (a trace without them)."""
     spans, memory = [], []
 
     def walk(event):
@@ -126,12 +134,17 @@ def to_chrome_events(roots, pid):
         has_memory = False
         for child in event.children:
             has_memory |= walk(child)
-        if event.tag == _EventType.TorchOp and has_memory:
+        if event.tag == _EventType.TorchOp and (has_memory or keep_all):
             # Kineto files record_function() ranges (the optimizer's, say)
             # as "user_annotation", operators as "cpu_op".
             user = event.extra_fields.scope == RecordScope.USER_SCOPE
             spans.append((event.start_time_ns, event.duration_time_ns, event.start_tid, event.name,
                           "user_annotation" if user else "cpu_op"))
+        elif event.tag == _EventType.PyCall and has_memory:
+            # with_stack: Python frames, named "file.py(line): function" as
+            # Kineto names its "python_function" events.
+            spans.append((event.start_time_ns, event.duration_time_ns, event.start_tid, event.name,
+                          "python_function"))
         return has_memory
 
     for root in roots:
@@ -150,19 +163,23 @@ def to_chrome_events(roots, pid):
     return lines, len(spans), len(memory)
 
 
-def write_trace(path, roots, name):
-    lines, spans, memory = to_chrome_events(roots, os.getpid())
-    with open(path, "w") as out:
+def write_trace(path, roots, name, keep_all=False):
+    lines, spans, memory = to_chrome_events(roots, os.getpid(), keep_all)
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "wt") as out:
         out.write('{"schemaVersion": 1, "deviceProperties": [], "traceName": ' + json.dumps(name) + ',\n')
         out.write('"traceEvents": [\n' + ",\n".join(lines) + "\n]}\n")
     print(f"{path}: {spans} operators, {memory} memory events, {os.path.getsize(path)} bytes")
 
 
-def resnet_step():
+def resnet_step(adamw=False):
     import torchvision
 
     model = torchvision.models.resnet18(num_classes=10)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if adamw:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     images = torch.randn(2, 3, 32, 32)
     labels = torch.tensor([3, 7])
 
@@ -171,6 +188,16 @@ def resnet_step():
         loss = torch.nn.functional.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
+
+    return step
+
+
+def mlp_step():
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    inputs = torch.randn(64, 256)
+
+    def step():
+        model(inputs).sum().backward()
 
     return step
 
@@ -214,6 +241,8 @@ def leaky_mlp_step():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory"],
+                        help="record one newer trace only (see below)")
     parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
                         help="output directory (default: tests/data/traces)")
     args = parser.parse_args()
@@ -222,6 +251,19 @@ def main():
     # reproducible order.
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    out = os.path.normpath(args.out)
+    if args.only == "resnet18_adamw":
+        # Three iterations, AdamW (its two state tensors per parameter are
+        # allocated in the first step only), with Python stacks.
+        write_trace(os.path.join(out, "resnet18_adamw_3iter.json.gz"),
+                    record(resnet_step(adamw=True), 3, with_stack=True),
+                    "resnet18 training, AdamW, 3 iterations, with_stack")
+        return 0
+    if args.only == "no_memory":
+        # What profile() records by default: operators, no memory events.
+        write_trace(os.path.join(out, "mlp_no_memory.json"), record(mlp_step(), 1, profile_memory=False),
+                    "MLP forward and backward, profile_memory off", keep_all=True)
+        return 0
     write_trace(os.path.join(os.path.normpath(args.out), "resnet18_train.json"), record(resnet_step(), 2), "resnet18 training, 2 iterations")
     torch.manual_seed(0)
     write_trace(os.path.join(os.path.normpath(args.out), "transformer_train.json"), record(transformer_step(), 2),

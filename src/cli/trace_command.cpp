@@ -48,6 +48,7 @@ Action add_trace_command(CLI::App& app) {
     const trace::Trace t = trace::read_trace(args->input, read);
     const std::int32_t device = args->device == -2 ? trace::busiest_device(t) : args->device;
     if (stats->parsed()) {
+      trace::require_memory_events(t);
       const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, device, args->strict);
       const trace::TraceStats s = trace::trace_stats(t, lifetimes);
       if (args->json) std::printf("%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());

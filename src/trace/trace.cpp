@@ -91,6 +91,25 @@ std::uint32_t Trace::intern(Context context) {
   return it->second;
 }
 
+void require_memory_events(const Trace& trace) {
+  const bool any_alloc = std::any_of(trace.events.begin(), trace.events.end(),
+                                     [](const Event& e) { return e.action == Action::kAlloc; });
+  if (any_alloc || !trace.segments.empty()) return;
+  const std::string file = printable(trace.source);
+  if (trace.format == "chrome-trace")
+    throw InputError(fmt::format(
+        "{}: no memory events: torch.profiler records allocations only when asked; record again with "
+        "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True, "
+        "record_shapes=True, with_stack=True) and export_chrome_trace()",
+        file));
+  if (trace.format == "pytorch-snapshot")
+    throw InputError(fmt::format(
+        "{}: no allocation history and no segments: call torch.cuda.memory._record_memory_history() before the "
+        "code to trace, and torch.cuda.memory._dump_snapshot() while its memory is still allocated",
+        file));
+  throw InputError(fmt::format("{}: no allocations: the trace records no memory to analyse", file));
+}
+
 Format detect_format(std::string_view head, const std::string& file_name) {
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return Format::kPytorchSnapshot;
   std::size_t i = head.find_first_not_of(" \t\r\n");

@@ -70,3 +70,21 @@ TEST(CliTrace, ReplayExitsThreeWhenEveryPolicyRunsOut) {
 }
 
 }  // namespace
+
+namespace {
+
+// mlp_no_memory.json is what torch.profiler.profile() records by default:
+// 105 operators, no [memory] event. An empty report with exit 0 hid that.
+TEST(CliTrace, AProfilerTraceWithoutMemoryEventsSaysHowToRecordOne) {
+  for (const char* command : {"trace stats ", "replay "}) {
+    const CliRun r = run(command + trace_path("mlp_no_memory.json"));
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_EQ(r.out, "") << command;
+    EXPECT_EQ(r.err, "gpumem: error: " + trace_path("mlp_no_memory.json") +
+                         ": no memory events: torch.profiler records allocations only when asked; record again with "
+                         "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
+                         "profile_memory=True, record_shapes=True, with_stack=True) and export_chrome_trace()\n");
+  }
+}
+
+}  // namespace

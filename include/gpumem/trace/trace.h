@@ -108,6 +108,13 @@ struct Trace {
   std::unordered_map<std::string, std::uint32_t> context_index_;
 };
 
+// Throws InputError when the trace holds nothing to analyse (no allocation
+// and no segment), saying what is missing and how to record it: a
+// torch.profiler trace made without profile_memory=True has operators but
+// no memory events, a snapshot taken without _record_memory_history() and
+// with nothing allocated has neither history nor segments.
+void require_memory_events(const Trace& trace);
+
 // Formats, by name as the CLI takes them.
 enum class Format : std::uint8_t { kPytorchSnapshot, kChromeTrace, kRmmLog, kHistory, kMinimallocCsv };
 
