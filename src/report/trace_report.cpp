@@ -73,8 +73,17 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
     out += fmt::format("  {:>12} in {:>8}  {}\n", bytes(c.bytes), count(c.count), c.label);
   const trace::IterationReport& it = s.iterations;
   if (it.repeats) {
-    out += fmt::format("Iterations: the trace repeats every {} allocations; {} complete iterations\n", count(it.period),
-                       count(it.iterations));
+    out += fmt::format("Iterations: {} complete; one iteration is {} allocations ({} events, {} allocated)\n",
+                       count(it.iterations), count(it.period), count(it.period_events), bytes(it.bytes_per_iteration));
+    if (it.first_allocation)
+      out += fmt::format("  the first starts after {} set-up allocations\n", count(it.first_allocation));
+    if (it.first_iteration_allocations > it.period)
+      out += fmt::format("  the first is {} allocations, {} more: what it allocates once (optimizer state, "
+                         "gradients)\n",
+                         count(it.first_iteration_allocations), count(it.first_iteration_allocations - it.period));
+    else if (it.first_iteration_allocations < it.period)
+      out += fmt::format("  the first is {} allocations, {} fewer\n", count(it.first_iteration_allocations),
+                         count(it.period - it.first_iteration_allocations));
     std::string levels;
     for (std::int64_t v : it.live_after) levels += (levels.empty() ? "" : ", ") + bytes(v);
     out += "  live after each: " + levels + "\n";
@@ -122,6 +131,10 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
   const trace::IterationReport& it = s.iterations;
   if (it.repeats) {
     j["iterations"] = {{"period_allocations", it.period},
+                       {"period_events", it.period_events},
+                       {"bytes_per_iteration", it.bytes_per_iteration},
+                       {"first_allocation", it.first_allocation},
+                       {"first_iteration_allocations", it.first_iteration_allocations},
                        {"count", it.iterations},
                        {"live_bytes_after", it.live_after},
                        {"shape", it.shape},

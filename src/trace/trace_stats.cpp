@@ -49,32 +49,6 @@ void classify(IterationReport& r, std::int64_t bytes_per_iteration) {
 
 }  // namespace
 
-std::size_t find_period(const std::vector<std::uint64_t>& keys) {
-  const std::size_t n = keys.size();
-  if (n < 4) return 0;
-  // Candidate periods: distances back from the middle key to earlier
-  // occurrences of it (the middle, not the first: traces start with one-off
-  // set-up allocations). Checking a sample of positions keeps this linear.
-  const std::size_t mid = n / 2, checks = 2000;
-  std::size_t tried = 0;
-  for (std::size_t j = mid; j-- > 0 && tried < 200;) {
-    if (keys[j] != keys[mid]) continue;
-    ++tried;
-    const std::size_t p = mid - j;
-    if (p * 2 > n) break;
-    // Everything after the first third must repeat: the first iteration
-    // often differs (gradients and optimizer state are allocated once), and
-    // a short pattern inside an iteration (identical layers) does not
-    // repeat across the whole rest of the trace.
-    const std::size_t begin = n / 3, span = n - p - begin;
-    const std::size_t step = std::max<std::size_t>(span / checks, 1);
-    std::size_t same = 0, total = 0;
-    for (std::size_t i = begin; i < n - p; i += step, ++total) same += keys[i] == keys[i + p];
-    if (same * 10 >= total * 9) return p;
-  }
-  return 0;
-}
-
 TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   TraceStats s;
   s.format = trace.format;
@@ -159,18 +133,23 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   keys.reserve(lifetimes.allocations.size());
   for (const Allocation& a : lifetimes.allocations) keys.push_back(key_of(a));
   IterationReport& r = s.iterations;
-  r.period = find_period(keys);
-  if (r.period) {
+  const IterationSplit split = find_iterations(keys);
+  if (!split.starts.empty()) {
     r.repeats = true;
-    // Where the repetition starts: after any one-off set-up allocations.
-    std::size_t first = 0;
-    while (first + r.period + 1 < keys.size() &&
-           !(keys[first] == keys[first + r.period] && keys[first + 1] == keys[first + 1 + r.period]))
-      ++first;
-    r.first_allocation = first;
-    r.iterations = (lifetimes.allocations.size() - first) / r.period;
+    r.first_allocation = split.starts.front();
+    r.iterations = split.starts.size();
+    // An allocation index to the event it is (the end: past the last event).
+    auto event_at = [&](std::size_t allocation) {
+      return allocation < lifetimes.allocations.size() ? lifetimes.allocations[allocation].alloc_event
+                                                       : trace.events.size();
+    };
+    const std::size_t last = split.starts.back();
+    r.period = split.end - last;
+    r.first_iteration_allocations = (r.iterations > 1 ? split.starts[1] : split.end) - split.starts.front();
+    r.period_events = event_at(split.end) - event_at(last);
+    for (std::size_t i = last; i < split.end; ++i) r.bytes_per_iteration += lifetimes.allocations[i].size;
     // Live bytes just before the first allocation of each next iteration
-    // (and at the end of the trace for the last).
+    // (and at the end of the last).
     std::vector<std::int64_t> live_before(trace.events.size() + 1);
     std::int64_t running = lifetimes.baseline;
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
@@ -178,15 +157,11 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
       running += delta_at[i];
     }
     live_before[trace.events.size()] = running;
-    for (std::size_t k = 1; k <= r.iterations; ++k) {
-      const std::size_t next = first + k * r.period;
-      const std::size_t boundary =
-          next < lifetimes.allocations.size() ? lifetimes.allocations[next].alloc_event : trace.events.size();
-      r.live_after.push_back(live_before[boundary]);
-    }
+    for (std::size_t k = 1; k <= r.iterations; ++k)
+      r.live_after.push_back(live_before[event_at(k < r.iterations ? split.starts[k] : split.end)]);
   }
   if (r.iterations < 2) r = IterationReport{};  // one iteration shows no growth
-  classify(r, r.iterations ? s.allocated_bytes_total / static_cast<std::int64_t>(r.iterations) : 0);
+  classify(r, r.bytes_per_iteration);
   return s;
 }
 

@@ -88,3 +88,34 @@ TEST(CliTrace, AProfilerTraceWithoutMemoryEventsSaysHowToRecordOne) {
 }
 
 }  // namespace
+
+namespace {
+
+// Two resnet18 SGD iterations (the second's step allocates more, with
+// momentum) and three AdamW ones (the first allocates the optimizer's
+// state): both were "no repetition found".
+TEST(CliTrace, FindsTheIterationsOfRealTrainingTraces) {
+  const CliRun sgd = run("trace stats " + trace_path("resnet18_train.json"));
+  EXPECT_EQ(sgd.code, 0);
+  EXPECT_TRUE(contains(sgd.out, "Iterations: 2 complete; one iteration is 665 allocations (1,330 events, 175.16 MiB "
+                                "allocated)\n  the first is 603 allocations, 62 fewer\n"
+                                "  live after each: 85.31 MiB, 85.31 MiB\n  flat:"))
+      << sgd.out;
+
+  const std::string adamw = trace_path("resnet18_adamw_3iter.json.gz");
+  const CliRun text = run("trace stats " + adamw);
+  EXPECT_TRUE(contains(text.out, "Iterations: 3 complete; one iteration is 1,409 allocations (2,818 events, 260.47 MiB "
+                                 "allocated)\n  the first is 1,595 allocations, 186 more: what it allocates once"))
+      << text.out;
+  const auto it = json_of("trace stats " + adamw)["iterations"];
+  EXPECT_EQ(it["count"], 3);
+  EXPECT_EQ(it["period_allocations"], 1409);
+  EXPECT_EQ(it["first_iteration_allocations"], 1595);
+  EXPECT_EQ(it["period_events"], 2818);
+  EXPECT_EQ(it["shape"], "flat");
+  EXPECT_EQ(it["growth_bytes"], 0);
+  ASSERT_EQ(it["live_bytes_after"].size(), 3u);
+  EXPECT_EQ(it["live_bytes_after"][0], it["live_bytes_after"][2]);
+}
+
+}  // namespace

@@ -30,9 +30,12 @@ struct LargestAllocation {
 
 struct IterationReport {
   bool repeats = false;
-  std::size_t period = 0;          // allocations per iteration
+  std::size_t period = 0;          // allocations per iteration (the last complete one's)
   std::size_t first_allocation = 0;  // where the first iteration starts
   std::size_t iterations = 0;      // complete iterations seen
+  std::size_t first_iteration_allocations = 0;  // more than period when it sets up state
+  std::size_t period_events = 0;   // trace events in the last complete iteration
+  std::int64_t bytes_per_iteration = 0;  // allocated in the last complete iteration
   // Bytes still live (trace allocations, baseline included) at the end of
   // each iteration.
   std::vector<std::int64_t> live_after;
@@ -71,10 +74,21 @@ struct TraceStats {
 
 TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes);
 
-// Finds the repetition in a sequence of allocation keys (size and context of
-// each allocation, in order): the smallest period p such that key i equals
-// key i + p for at least 90% of the checked positions, with at least two full
-// periods. 0 when there is none.
+// Where the iterations of a sequence of allocation keys (size and context
+// of each allocation, in order) begin: starts[k] is the first allocation of
+// complete iteration k, and the last one ends at `end` (the allocations
+// after it, a partial iteration, are not counted). Empty when fewer than two
+// complete iterations are found. Tolerates a first iteration that allocates
+// more (optimizer state), set-up allocations before it, and reordering
+// within iterations (iterations.cpp says how).
+struct IterationSplit {
+  std::vector<std::size_t> starts;
+  std::size_t end = 0;
+};
+IterationSplit find_iterations(const std::vector<std::uint64_t>& keys);
+
+// The allocations of the last complete iteration (the steady one: the first
+// may allocate more), or 0 when the keys do not repeat.
 std::size_t find_period(const std::vector<std::uint64_t>& keys);
 
 }  // namespace gpumem::trace
