@@ -30,6 +30,25 @@ void anomalies_text(std::string& out, const trace::Anomalies& a) {
   for (const std::string& e : a.examples) out += "  e.g. " + e + "\n";
 }
 
+// "by_context" entries: what never_freed and live_at_peak list.
+nlohmann::ordered_json by_context_json(const std::vector<trace::ContextBytes>& groups) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& c : groups) out.push_back({{"context", c.label}, {"allocations", c.count}, {"bytes", c.bytes}});
+  return out;
+}
+
+void by_context_text(std::string& out, const std::vector<trace::ContextBytes>& groups) {
+  for (const auto& c : groups) out += fmt::format("  {:>12} in {:>8}  {}\n", bytes(c.bytes), count(c.count), c.label);
+}
+
+// memory_viz's most used view: what holds the memory at the peak.
+void live_at_peak_text(std::string& out, const std::vector<trace::ContextBytes>& groups, std::int64_t baseline) {
+  if (groups.empty() && !baseline) return;
+  out += "Live at the peak, by operator or stack (largest first, up to 10):\n";
+  if (baseline) out += fmt::format("  {:>12}              allocated before recording began\n", bytes(baseline));
+  by_context_text(out, groups);
+}
+
 std::string event_time(std::size_t event, std::int64_t time_ns) {
   if (time_ns == trace::kUnknown) return fmt::format("event {}", count(event));
   return fmt::format("event {} ({:.3f} ms into the trace)", count(event), double(time_ns) / 1e6);
@@ -68,9 +87,9 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
       out += fmt::format("  {:>12}  event {:>10}  {}  {}\n", bytes(l.size), count(l.event), l.freed ? "freed " : "LIVE  ",
                          l.label);
   }
+  live_at_peak_text(out, s.live_at_peak, s.live_at_peak_baseline);
   out += fmt::format("Never freed: {} allocations, {}\n", count(s.never_freed), bytes(s.never_freed_bytes));
-  for (const auto& c : s.never_freed_by_context)
-    out += fmt::format("  {:>12} in {:>8}  {}\n", bytes(c.bytes), count(c.count), c.label);
+  by_context_text(out, s.never_freed_by_context);
   const trace::IterationReport& it = s.iterations;
   if (it.repeats) {
     out += fmt::format("Iterations: {} complete; one iteration is {} allocations ({} events, {} allocated)\n",
@@ -124,10 +143,10 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
   auto& largest = j["largest_allocations"] = nlohmann::ordered_json::array();
   for (const auto& l : s.largest)
     largest.push_back({{"event", l.event}, {"size_bytes", l.size}, {"freed", l.freed}, {"context", l.label}});
-  j["never_freed"] = {{"allocations", s.never_freed}, {"bytes", s.never_freed_bytes}};
-  auto& by = j["never_freed"]["by_context"] = nlohmann::ordered_json::array();
-  for (const auto& c : s.never_freed_by_context)
-    by.push_back({{"context", c.label}, {"allocations", c.count}, {"bytes", c.bytes}});
+  j["live_at_peak"] = {{"baseline_bytes", s.live_at_peak_baseline}, {"by_context", by_context_json(s.live_at_peak)}};
+  j["never_freed"] = {{"allocations", s.never_freed},
+                      {"bytes", s.never_freed_bytes},
+                      {"by_context", by_context_json(s.never_freed_by_context)}};
   const trace::IterationReport& it = s.iterations;
   if (it.repeats) {
     j["iterations"] = {{"period_allocations", it.period},
@@ -185,6 +204,7 @@ std::string render_replay_text(const trace::ReplayReport& r) {
         1.0 - double(r.traced_peak) / double(r.optimal_arena), UINT64_MAX,
         r.capacity ? (static_cast<std::size_t>(r.optimal_arena) <= r.capacity ? "fits" : "does not fit") : "", false);
   out += "\n";
+  live_at_peak_text(out, r.live_at_peak, 0);
   anomalies_text(out, r.anomalies);
   return out;
 }
@@ -204,6 +224,7 @@ nlohmann::ordered_json replay_to_json(const trace::ReplayReport& r) {
   j["lower_bound_bytes"] = r.lower_bound;
   j["optimal_arena_bytes"] = r.optimal_arena ? nlohmann::ordered_json(r.optimal_arena) : nlohmann::ordered_json();
   j["optimal_proven"] = r.optimal_proven;
+  j["live_at_peak"] = by_context_json(r.live_at_peak);
   auto& policies = j["policies"] = nlohmann::ordered_json::array();
   for (const auto& p : r.policies) {
     policies.push_back({{"name", p.name},

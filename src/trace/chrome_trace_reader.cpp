@@ -9,7 +9,9 @@
 // PyTorch leaves them out), "Device Type" (c10::DeviceType: 0 CPU, 1 CUDA)
 // and "Device Id"; "[OutOfMemory]" instants carry Bytes and the totals. An
 // operator is a complete event {"ph": "X", "cat": "cpu_op", "ts", "dur"} on
-// the same pid and tid as the memory events it encloses. Times are
+// the same pid and tid as the memory events it encloses; with with_stack=True,
+// Python frames are complete events {"cat": "python_function", "name":
+// "file.py(line): function"} enclosing them the same way. Times are
 // microseconds, integers or decimals (newer Kineto writes nanoseconds as
 // three decimals), converted here exactly.
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -324,7 +327,10 @@ class ChromeTraceHandler {
     switch (f) {
       case Field::kName: name_.assign(s); break;
       case Field::kPh: ph_ = s.size() == 1 ? s[0] : '?'; break;
-      case Field::kCat: cpu_op_ = s == "cpu_op"; break;
+      case Field::kCat:
+        cpu_op_ = s == "cpu_op";
+        python_ = s == "python_function";
+        break;
       case Field::kPid:
       case Field::kTid: {
         ThreadPart& p = thread_part(f);
@@ -351,6 +357,7 @@ class ChromeTraceHandler {
     name_bad_ = false;
     ph_ = 0;
     cpu_op_ = false;
+    python_ = false;
     ts_ = dur_ = addr_ = bytes_ = total_allocated_ = total_reserved_ = device_type_ = device_id_ = Number{};
     pid_ = tid_ = ThreadPart{};
   }
@@ -383,6 +390,7 @@ class ChromeTraceHandler {
   bool name_bad_ = false;
   char ph_ = 0;
   bool cpu_op_ = false;
+  bool python_ = false;
   Number ts_, dur_, addr_, bytes_, total_allocated_, total_reserved_, device_type_, device_id_, ignored_;
   ThreadPart pid_, tid_;
   std::uint64_t events_seen_ = 0;
@@ -397,6 +405,7 @@ class ChromeTraceHandler {
   std::unordered_map<std::string, std::uint32_t> name_index_;
   std::vector<std::string> names_;
   std::vector<std::vector<Span>> spans_;  // per thread
+  std::vector<std::vector<Span>> python_spans_;  // per thread, python_function
   std::vector<std::uint32_t> event_thread_;  // per trace event
 
   std::uint64_t problems_ = 0;
@@ -423,7 +432,10 @@ std::uint32_t ChromeTraceHandler::thread_index() {
   pid_.append_key(key_);
   tid_.append_key(key_);
   auto [it, inserted] = thread_index_.try_emplace(key_, static_cast<std::uint32_t>(spans_.size()));
-  if (inserted) spans_.emplace_back();
+  if (inserted) {
+    spans_.emplace_back();
+    python_spans_.emplace_back();
+  }
   last_pid_ = pid_;
   last_tid_ = tid_;
   last_thread_ = it->second;
@@ -448,8 +460,9 @@ void ChromeTraceHandler::end_event() {
   const bool oom = !memory && name_ == "[OutOfMemory]";
   if (!memory && !oom) {
     // A span that can tag memory events: an operator with a start and a length.
-    if (cpu_op_ && ph_ == 'X' && ts_.ok() && dur_.ok() && dur_.value >= 0 && ts_.value <= kMaxInt - dur_.value)
-      spans_[thread_index()].push_back({ts_.value, ts_.value + dur_.value, name_index()});
+    if ((cpu_op_ || python_) && ph_ == 'X' && ts_.ok() && dur_.ok() && dur_.value >= 0 &&
+        ts_.value <= kMaxInt - dur_.value)
+      (cpu_op_ ? spans_ : python_spans_)[thread_index()].push_back({ts_.value, ts_.value + dur_.value, name_index()});
     return;
   }
   const char* what = memory ? "[memory] event" : "[OutOfMemory] event";
@@ -497,6 +510,47 @@ void ChromeTraceHandler::end_event() {
   event_thread_.push_back(thread_index());
 }
 
+// The spans open at increasing times: `open` holds those started so far
+// that may still enclose the next time, innermost on top.
+class SpanSweep {
+ public:
+  explicit SpanSweep(std::vector<Span>& spans) : spans_(spans) {
+    // Outer spans before the spans they enclose.
+    std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+  }
+  const std::vector<const Span*>& at(std::int64_t time) {
+    for (; next_ < spans_.size() && spans_[next_].start <= time; ++next_) {
+      while (!open_.empty() && open_.back()->end < spans_[next_].start) open_.pop_back();
+      open_.push_back(&spans_[next_]);
+    }
+    while (!open_.empty() && open_.back()->end < time) open_.pop_back();
+    return open_;
+  }
+
+ private:
+  std::vector<Span>& spans_;
+  std::size_t next_ = 0;
+  std::vector<const Span*> open_;
+};
+
+// Kineto names a Python frame "file.py(line): function".
+Frame python_frame(const std::string& name) {
+  const std::size_t close = name.find("): ");
+  const std::size_t open = close == std::string::npos ? close : name.rfind('(', close);
+  Frame f;
+  std::int64_t line = 0;
+  if (open == std::string::npos || !detail::parse_whole(name.substr(open + 1, close - open - 1), line)) {
+    f.name = name;
+    return f;
+  }
+  f.filename = name.substr(0, open);
+  f.line = line;
+  f.name = name.substr(close + 3);
+  return f;
+}
+
 void ChromeTraceHandler::finish() {
   // Events per thread, each thread's in time order (file order on ties).
   const std::size_t n = trace_.events.size();
@@ -508,35 +562,32 @@ void ChromeTraceHandler::finish() {
     std::vector<std::size_t> next(first.begin(), first.end() - 1);
     for (std::size_t i = 0; i < n; ++i) order[next[event_thread_[i]]++] = static_cast<std::uint32_t>(i);
   }
-  std::vector<std::uint32_t> context_of_name(names_.size(), UINT32_MAX);
-  std::vector<const Span*> open;
+  // Contexts by (operator name, innermost Python span): spans nest, so the
+  // innermost one stands for the whole stack.
+  std::map<std::pair<std::uint32_t, const Span*>, std::uint32_t> context_of;
   for (std::size_t t = 0; t < spans_.size(); ++t) {
-    std::vector<Span>& spans = spans_[t];
-    if (spans.empty()) continue;
-    // Outer spans before the spans they enclose.
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-      return a.start != b.start ? a.start < b.start : a.end > b.end;
-    });
+    if (spans_[t].empty() && python_spans_[t].empty()) continue;
     auto begin = order.begin() + static_cast<std::ptrdiff_t>(first[t]);
     auto end = order.begin() + static_cast<std::ptrdiff_t>(first[t + 1]);
     std::stable_sort(begin, end, [&](std::uint32_t a, std::uint32_t b) {
       return trace_.events[a].time_ns < trace_.events[b].time_ns;
     });
-    // Sweep: `open` holds the spans started so far that may still enclose
-    // the next event, innermost on top.
-    open.clear();
-    std::size_t next_span = 0;
+    SpanSweep ops(spans_[t]), python(python_spans_[t]);
     for (auto it = begin; it != end; ++it) {
       Event& e = trace_.events[*it];
-      for (; next_span < spans.size() && spans[next_span].start <= e.time_ns; ++next_span) {
-        while (!open.empty() && open.back()->end < spans[next_span].start) open.pop_back();
-        open.push_back(&spans[next_span]);
+      const std::vector<const Span*>& op = ops.at(e.time_ns);
+      const std::vector<const Span*>& frames = python.at(e.time_ns);
+      if (op.empty() && frames.empty()) continue;
+      const std::uint32_t op_name = op.empty() ? UINT32_MAX : op.back()->name;
+      auto [found, inserted] = context_of.try_emplace({op_name, frames.empty() ? nullptr : frames.back()}, 0);
+      if (inserted) {
+        Context c;
+        if (!op.empty()) c.tag = names_[op_name];
+        // Innermost first, as PyTorch writes stacks.
+        for (auto f = frames.rbegin(); f != frames.rend(); ++f) c.frames.push_back(python_frame(names_[(*f)->name]));
+        found->second = trace_.intern(std::move(c));
       }
-      while (!open.empty() && open.back()->end < e.time_ns) open.pop_back();
-      if (open.empty()) continue;
-      std::uint32_t& context = context_of_name[open.back()->name];
-      if (context == UINT32_MAX) context = trace_.intern(Context{names_[open.back()->name], {}});
-      e.context = context;
+      e.context = found->second;
     }
   }
   // Time order; events at the same time keep the file's order.

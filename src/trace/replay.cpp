@@ -175,6 +175,7 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
       break;
     }
   }
+  if (!lifetimes.allocations.empty()) report.live_at_peak = live_by_label(trace, lifetimes, report.traced_peak_event, 10);
   for (const std::string& n : names) report.policies.push_back(run(lifetimes, steps, n, options.capacity));
 
   if (options.optimal_time_limit > 0 && !problem.buffers.empty()) {

@@ -24,10 +24,16 @@ constexpr const char* kActionNames[] = {"alloc",        "free_requested", "free_
                                         "segment_alloc", "segment_free",   "segment_map",
                                         "segment_unmap", "oom",            "snapshot"};
 
-// Frames inside these are the framework's, not the user's.
+// Frames inside these are the framework's, not the user's. Snapshots give
+// absolute paths; torch.profiler's Python tracer gives paths relative to
+// sys.path ("torch/nn/modules/conv.py"), so packages are named too.
 bool is_library_frame(const Frame& f) {
   for (std::string_view part : {"/torch/", "/site-packages/", "/dist-packages/", "/lib/python", "<frozen"})
     if (f.filename.find(part) != std::string::npos) return true;
+  for (std::string_view package : {"torch/", "torchvision/", "torchaudio/", "transformers/", "accelerate/",
+                                   "lightning/", "pytorch_lightning/", "numpy/", "contextlib.py", "functools.py",
+                                   "threading.py", "runpy.py"})
+    if (f.filename.starts_with(package)) return true;
   return false;
 }
 
@@ -74,11 +80,22 @@ bool parse_action(std::string_view name, Action* out) {
   return false;
 }
 
+// "name (file:line)"; a frame without a file (torch.profiler's
+// "nn.Module: Linear_0" markers) is its name.
+std::string frame_text(const Frame& f) {
+  return f.filename.empty() ? f.name : fmt::format("{} ({}:{})", f.name, f.filename, f.line);
+}
+
 std::string Context::label() const {
   if (!tag.empty()) return tag;
+  if (std::string user = user_frame(); !user.empty()) return user;
+  if (!frames.empty()) return frame_text(frames.front());
+  return "";
+}
+
+std::string Context::user_frame() const {
   for (const Frame& f : frames)
-    if (!is_library_frame(f)) return fmt::format("{} ({}:{})", f.name, f.filename, f.line);
-  if (!frames.empty()) return fmt::format("{} ({}:{})", frames.front().name, frames.front().filename, frames.front().line);
+    if (!is_library_frame(f)) return frame_text(f);
   return "";
 }
 

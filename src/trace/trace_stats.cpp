@@ -9,8 +9,42 @@ namespace gpumem::trace {
 namespace {
 
 std::string label_of(const Trace& trace, std::uint32_t context) {
-  std::string label = context < trace.contexts.size() ? trace.contexts[context].label() : std::string();
-  return label.empty() ? std::string("(no tag)") : label;
+  if (context >= trace.contexts.size()) return "(no tag)";
+  const Context& c = trace.contexts[context];
+  std::string label = c.label();
+  if (label.empty()) return "(no tag)";
+  // An operator says what; the user's Python frame says where.
+  if (!c.tag.empty())
+    if (std::string where = c.user_frame(); !where.empty()) label += " in " + where;
+  return label;
+}
+
+// Allocations grouped by label, largest first, at most `top`.
+template <typename Keep>
+std::vector<ContextBytes> by_label(const Trace& trace, const Lifetimes& lifetimes, Keep keep, std::size_t top) {
+  std::unordered_map<std::uint32_t, ContextBytes> by_context;
+  for (const Allocation& a : lifetimes.allocations) {
+    if (!keep(a)) continue;
+    ContextBytes& c = by_context[a.context];
+    ++c.count;
+    c.bytes += a.size;
+  }
+  // Contexts that differ only in frames gpumem does not show share a label.
+  std::unordered_map<std::string, ContextBytes> merged;
+  for (auto& [context, c] : by_context) {
+    ContextBytes& m = merged[label_of(trace, context)];
+    m.count += c.count;
+    m.bytes += c.bytes;
+  }
+  std::vector<ContextBytes> out;
+  for (auto& [label, c] : merged) {
+    c.label = label;
+    out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ContextBytes& a, const ContextBytes& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.label < b.label; });
+  if (out.size() > top) out.resize(top);
+  return out;
 }
 
 std::uint64_t key_of(const Allocation& a) {
@@ -48,6 +82,16 @@ void classify(IterationReport& r, std::int64_t bytes_per_iteration) {
 }
 
 }  // namespace
+
+std::vector<ContextBytes> live_by_label(const Trace& trace, const Lifetimes& lifetimes, std::size_t event,
+                                        std::size_t top) {
+  return by_label(
+      trace, lifetimes,
+      [event](const Allocation& a) {
+        return a.alloc_event <= event && (a.free_event == kNeverFreed || a.free_event > event);
+      },
+      top);
+}
 
 TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   TraceStats s;
@@ -110,23 +154,22 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
     s.largest.push_back({by_size[i]->alloc_event, by_size[i]->size, by_size[i]->free_event != kNeverFreed,
                          label_of(trace, by_size[i]->context)});
 
-  // Never freed, by context.
-  std::unordered_map<std::uint32_t, ContextBytes> leaks;
+  // Never freed, by label.
   for (const Allocation& a : lifetimes.allocations) {
     if (a.free_event != kNeverFreed) continue;
     ++s.never_freed;
     s.never_freed_bytes += a.size;
-    ContextBytes& c = leaks[a.context];
-    ++c.count;
-    c.bytes += a.size;
   }
-  for (auto& [context, c] : leaks) {
-    c.label = label_of(trace, context);
-    s.never_freed_by_context.push_back(c);
+  s.never_freed_by_context =
+      by_label(trace, lifetimes, [](const Allocation& a) { return a.free_event == kNeverFreed; }, 10);
+
+  // Live at the peak.
+  if (!trace.events.empty()) {
+    s.live_at_peak = live_by_label(trace, lifetimes, s.peak_event, 10);
+    s.live_at_peak_baseline = lifetimes.baseline;
+    for (auto [event, bytes] : lifetimes.baseline_frees)
+      if (event <= s.peak_event) s.live_at_peak_baseline -= bytes;
   }
-  std::sort(s.never_freed_by_context.begin(), s.never_freed_by_context.end(),
-            [](const ContextBytes& a, const ContextBytes& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.label < b.label; });
-  if (s.never_freed_by_context.size() > 10) s.never_freed_by_context.resize(10);
 
   // Iterations.
   std::vector<std::uint64_t> keys;

@@ -119,3 +119,40 @@ TEST(CliTrace, FindsTheIterationsOfRealTrainingTraces) {
 }
 
 }  // namespace
+
+namespace {
+
+// What holds the memory at the peak, by operator: for resnet18_train.json
+// the groups add up to the peak the profiler reported.
+TEST(CliTrace, LiveAtThePeakAddsUpToThePeak) {
+  const std::string t = trace_path("resnet18_train.json");
+  const auto stats = json_of("trace stats " + t);
+  std::int64_t sum = stats["live_at_peak"]["baseline_bytes"];
+  for (const auto& g : stats["live_at_peak"]["by_context"]) sum += g["bytes"].get<std::int64_t>();
+  EXPECT_EQ(sum, stats["peak_allocated_bytes"]);
+  EXPECT_EQ(stats["live_at_peak"]["by_context"][0]["context"], "aten::empty");
+  const auto replay = json_of("replay " + t + " --time-limit 0 --policy gpumem");
+  EXPECT_EQ(replay["live_at_peak"], stats["live_at_peak"]["by_context"]);
+  const CliRun text = run("replay " + t + " --time-limit 0 --policy gpumem");
+  EXPECT_TRUE(contains(text.out, "Live at the peak, by operator or stack (largest first, up to 10):\n"
+                                 "     52.41 MiB in      136  aten::empty\n"
+                                 "     42.65 MiB in       63  aten::empty_strided\n"))
+      << text.out;
+}
+
+// Recorded with with_stack=True: torch.profiler's python_function spans give
+// the user's frame (torch's own frames are skipped) next to the operator.
+TEST(CliTrace, PythonFramesOfAStackTraceNameTheUsersCode) {
+  const CliRun r = run("trace stats " + trace_path("resnet18_adamw_3iter.json.gz"));
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "Live at the peak, by operator or stack (largest first, up to 10):\n"
+                              "     85.31 MiB in      125  aten::empty_strided in step (record_trace.py:186)\n"
+                              "     51.64 MiB in      125  aten::empty in step (record_trace.py:186)\n"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "aten::empty in nn.Module: BatchNorm2d_0\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Never freed: 248 allocations, 127.96 MiB\n"
+                              "     85.31 MiB in      124  aten::empty_strided in step (record_trace.py:186)\n"))
+      << r.out;
+}
+
+}  // namespace

@@ -10,6 +10,7 @@
 
 #include "gpumem/trace/lifetimes.h"
 #include "gpumem/trace/trace.h"
+#include "gpumem/trace/trace_stats.h"
 
 namespace gpumem::trace {
 
@@ -52,6 +53,7 @@ struct ReplayReport {
   std::size_t traced_peak_event = 0;
   std::int64_t baseline = 0;          // allocated before the first event (Lifetimes::baseline)
   std::int64_t lower_bound = 0;       // = traced_peak: no packing does better
+  std::vector<ContextBytes> live_at_peak;  // at traced_peak_event, by label, up to 10
   std::int64_t optimal_arena = 0;     // the planner's arena; 0 when skipped
   bool optimal_proven = false;
   double optimal_seconds = 0;

@@ -66,6 +66,10 @@ struct Context {
   // "tag" or, without a tag, "name (file:line)" of the first frame that is
   // not inside torch or Python's standard library; "" for none.
   std::string label() const;
+  // "name (file:line)" of the first frame that is not a library's (torch,
+  // torchvision, transformers, ..., Python's standard library); "" when
+  // there are no frames or all are libraries'.
+  std::string user_frame() const;
 };
 
 // A block of a segment as a PyTorch snapshot lists it.

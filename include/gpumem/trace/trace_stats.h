@@ -16,7 +16,10 @@
 namespace gpumem::trace {
 
 struct ContextBytes {
-  std::string label;  // Context::label(), or "(no tag)"
+  // Context::label(), then " in " and Context::user_frame() when the context
+  // has a tag and a user's frame ("aten::empty in step (train.py:200)"), or
+  // "(no tag)".
+  std::string label;
   std::uint64_t count = 0;
   std::int64_t bytes = 0;
 };
@@ -67,12 +70,22 @@ struct TraceStats {
   std::uint64_t never_freed = 0;
   std::int64_t never_freed_bytes = 0;
   std::vector<ContextBytes> never_freed_by_context;  // largest first, up to 10
+  // What is live at the peak (peak_event), by label, largest first, up to
+  // 10; what was allocated before recording began and is still live then
+  // is apart, in live_at_peak_baseline.
+  std::vector<ContextBytes> live_at_peak;
+  std::int64_t live_at_peak_baseline = 0;
   IterationReport iterations;
   Anomalies anomalies;
   std::vector<std::string> warnings;  // the reader's
 };
 
 TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes);
+
+// The allocations live right after `event` (allocated at or before it, freed
+// after it), grouped by label (ContextBytes), largest first, at most `top`.
+std::vector<ContextBytes> live_by_label(const Trace& trace, const Lifetimes& lifetimes, std::size_t event,
+                                        std::size_t top);
 
 // Where the iterations of a sequence of allocation keys (size and context
 // of each allocation, in order) begin: starts[k] is the first allocation of
