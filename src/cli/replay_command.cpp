@@ -27,6 +27,7 @@ Action add_replay_command(CLI::App& app) {
     bool strict = false;
     double time_limit = 5.0;
     int device = -2;
+    std::string current;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("TRACE", args->input, "Any trace gpumem reads (see `gpumem trace stats`)")->required();
@@ -38,6 +39,9 @@ Action add_replay_command(CLI::App& app) {
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the planner's optimum (0 skips it; default 5)")
       ->check(kNonNegativeNumber);
   cmd->add_option("--device", args->device, "Device to replay (default: the one with the most allocations)");
+  cmd->add_option("--current", args->current,
+                  "The policy the trace was recorded under, for the advice (default: pytorch for PyTorch traces, "
+                  "gpumem for gpumem histories, rmm-pool for RMM logs)");
 
   return [args]() {
     trace::ReadOptions read;
@@ -48,6 +52,7 @@ Action add_replay_command(CLI::App& app) {
     options.policies = args->policies;
     options.strict = args->strict;
     options.optimal_time_limit = args->time_limit;
+    options.current_policy = args->current;
     if (args->device != -2) options.device = args->device;
     if (!args->capacity.empty()) options.capacity = parse_capacity_flag(args->capacity);
     const trace::ReplayReport report = trace::replay(t, options);

@@ -49,6 +49,37 @@ void live_at_peak_text(std::string& out, const std::vector<trace::ContextBytes>&
   by_context_text(out, groups);
 }
 
+// One line per policy that beats the one the trace was recorded under.
+void advice_text(std::string& out, const trace::ReplayReport& r) {
+  if (r.current_policy.empty()) return;
+  const trace::PolicyResult* current = nullptr;
+  for (const auto& p : r.policies)
+    if (p.name == r.current_policy) current = &p;
+  if (!current) {
+    out += fmt::format("Advice: none; --policy left out {}, the policy the trace was recorded under\n\n",
+                       r.current_policy);
+    return;
+  }
+  if (r.advice.empty()) {
+    out += fmt::format("Advice: no policy replayed does better than {} ({}), the policy the trace was recorded "
+                       "under\n\n",
+                       r.current_policy, trace::policy_setting(r.current_policy));
+    return;
+  }
+  out += fmt::format("Advice against {} ({}), the policy the trace was recorded under (--current says otherwise):\n",
+                     r.current_policy, trace::policy_setting(r.current_policy));
+  for (const trace::Advice& a : r.advice) {
+    if (a.fits_where_current_does_not)
+      out += fmt::format("  {} would have fit in {} ({} reserved at the peak), where {} runs out at event {}\n",
+                         a.setting, bytes(static_cast<std::int64_t>(r.capacity)), bytes(a.peak_reserved),
+                         r.current_policy, count(*current->oom_at_event));
+    else
+      out += fmt::format("  {} would have saved {} at the peak ({} reserved, not {})\n", a.setting,
+                         bytes(a.saved_bytes), bytes(a.peak_reserved), bytes(current->peak_reserved));
+  }
+  out += "\n";
+}
+
 std::string event_time(std::size_t event, std::int64_t time_ns) {
   if (time_ns == trace::kUnknown) return fmt::format("event {}", count(event));
   return fmt::format("event {} ({:.3f} ms into the trace)", count(event), double(time_ns) / 1e6);
@@ -204,6 +235,7 @@ std::string render_replay_text(const trace::ReplayReport& r) {
         1.0 - double(r.traced_peak) / double(r.optimal_arena), UINT64_MAX,
         r.capacity ? (static_cast<std::size_t>(r.optimal_arena) <= r.capacity ? "fits" : "does not fit") : "", false);
   out += "\n";
+  advice_text(out, r);
   live_at_peak_text(out, r.live_at_peak, 0);
   anomalies_text(out, r.anomalies);
   return out;
@@ -225,6 +257,14 @@ nlohmann::ordered_json replay_to_json(const trace::ReplayReport& r) {
   j["optimal_arena_bytes"] = r.optimal_arena ? nlohmann::ordered_json(r.optimal_arena) : nlohmann::ordered_json();
   j["optimal_proven"] = r.optimal_proven;
   j["live_at_peak"] = by_context_json(r.live_at_peak);
+  j["current_policy"] = r.current_policy.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.current_policy);
+  auto& advice = j["advice"] = nlohmann::ordered_json::array();
+  for (const trace::Advice& a : r.advice)
+    advice.push_back({{"policy", a.policy},
+                      {"setting", a.setting},
+                      {"peak_reserved_bytes", a.peak_reserved},
+                      {"saved_bytes", a.saved_bytes},
+                      {"fits_where_current_does_not", a.fits_where_current_does_not}});
   auto& policies = j["policies"] = nlohmann::ordered_json::array();
   for (const auto& p : r.policies) {
     policies.push_back({{"name", p.name},

@@ -149,6 +149,9 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   std::vector<std::string> names = options.policies.empty() ? policy_names() : options.policies;
   for (const std::string& n : names)
     if (std::find(policy_names().begin(), policy_names().end(), n) == policy_names().end()) throw unknown_policy(n);
+  if (!options.current_policy.empty() &&
+      std::find(policy_names().begin(), policy_names().end(), options.current_policy) == policy_names().end())
+    throw unknown_policy(options.current_policy);
 
   ReplayReport report;
   report.source = trace.source;
@@ -177,6 +180,8 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   }
   if (!lifetimes.allocations.empty()) report.live_at_peak = live_by_label(trace, lifetimes, report.traced_peak_event, 10);
   for (const std::string& n : names) report.policies.push_back(run(lifetimes, steps, n, options.capacity));
+  report.current_policy = options.current_policy.empty() ? recorded_policy(trace.format) : options.current_policy;
+  report.advice = advise(report);
 
   if (options.optimal_time_limit > 0 && !problem.buffers.empty()) {
     plan::SolveOptions solve;

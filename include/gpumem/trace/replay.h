@@ -32,8 +32,23 @@ struct PolicyResult {
   double seconds = 0;                // replay time
 };
 
+// A policy that would have done better than the one the trace was recorded
+// under (ReplayReport::current_policy), and the setting that selects it.
+struct Advice {
+  std::string policy;
+  std::string setting;           // policy_setting(policy)
+  std::int64_t peak_reserved = 0;  // this policy's
+  // Peak reserved, the current policy's less this one's; 0 when the current
+  // one ran out (its peak stops where it did).
+  std::int64_t saved_bytes = 0;
+  bool fits_where_current_does_not = false;  // with a capacity
+};
+
 struct ReplayOptions {
   std::vector<std::string> policies;  // empty: all
+  // The policy the trace was recorded under, which advice compares against;
+  // empty: recorded_policy(format).
+  std::string current_policy;
   std::size_t capacity = 0;           // device bytes; 0: unlimited (1 PiB)
   double optimal_time_limit = 5.0;    // seconds for the planner; 0 skips it
   bool strict = false;
@@ -60,7 +75,21 @@ struct ReplayReport {
   std::size_t capacity = 0;
   Anomalies anomalies;
   std::vector<PolicyResult> policies;
+  std::string current_policy;  // empty: none (no advice)
+  std::vector<Advice> advice;  // best first: fits, then saves the most
 };
+
+// How a user selects a policy ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").
+const char* policy_setting(const std::string& policy);
+// The policy a source's allocator is with default settings: "pytorch" for
+// PyTorch snapshots and profiler traces, "gpumem" for gpumem's history,
+// "rmm-pool" for RMM logs; "" for MiniMalloc CSV.
+std::string recorded_policy(const std::string& format);
+// The policies of a report that beat its current_policy: every one that
+// fits where it runs out, or reserves less at the peak (BFC only against
+// BFC: PyTorch has no setting for it). Empty when current_policy was not
+// replayed.
+std::vector<Advice> advise(const ReplayReport& report);
 
 // Throws InputError for an unknown policy name (listing the known ones).
 ReplayReport replay(const Trace& trace, const ReplayOptions& options);
