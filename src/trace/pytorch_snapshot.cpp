@@ -39,6 +39,11 @@
 namespace gpumem::trace {
 namespace {
 
+// A top-level key of gpumem's own in the snapshots it writes: the first
+// device number that stands for host memory (device -1, then -2, ...).
+constexpr const char* kHostDevicesKey = "gpumem_host_devices_from";
+
+
 using pickle::Container;
 using pickle::Kind;
 using pickle::Machine;
@@ -126,13 +131,14 @@ class SnapshotReader final : public pickle::Hooks {
   enum Key : std::size_t {
     kAction, kAddr, kDeviceFree, kSize, kStream, kTimeUs, kFrames, kFilename, kLine, kName, kSegments,
     kDeviceTraces, kDevice, kAddress, kTotalSize, kSegmentType, kIsExpandable, kBlocks, kRequestedSize, kState,
-    kHistory, kRealSize, kKeyCount
+    kHistory, kRealSize, kHostDevicesFrom, kKeyCount
   };
 
   static constexpr const char* kKeyNames[kKeyCount] = {
       "action",        "addr",   "device_free",    "size",          "stream",  "time_us",  "frames",     "filename",
       "line",          "name",   "segments",       "device_traces", "device",  "address",  "total_size", "segment_type",
-      "is_expandable", "blocks", "requested_size", "state",         "history", "real_size"};
+      "is_expandable", "blocks", "requested_size", "state",         "history", "real_size",
+      kHostDevicesKey};
 
   // ---- entries, as they are filled ----
 
@@ -301,6 +307,15 @@ class SnapshotReader final : public pickle::Hooks {
       read_device_traces(*traces);
     } else {
       trace_.events.clear();  // entries met elsewhere are not a device's history
+    }
+    // gpumem's writer numbered host memory after the GPUs: number it back.
+    std::int64_t from = 0;
+    if (auto host = m_.get(*c, key_[kHostDevicesFrom]); host && as_size(*host, &from) && static_cast<std::size_t>(from) < kMaxDevices) {
+      auto back = [from](std::int32_t& device) {
+        if (device >= from) device = static_cast<std::int32_t>(-1 - (device - from));
+      };
+      for (Event& e : trace_.events) back(e.device);
+      for (SnapshotSegment& s : trace_.segments) back(s.device);
     }
   }
 
@@ -495,13 +510,19 @@ class SnapshotWriter {
   SnapshotWriter(const Trace& trace, std::ostream& out, int protocol)
       : trace_(trace), w_(out, protocol), context_memo_(trace.contexts.size(), -1) {}
 
-  void write() {
+  // host_devices_from: the first device number given to host memory
+  // (devices < 0), or -1 when there is none.
+  void write(std::int64_t host_devices_from) {
     w_.empty_dict();
     w_.mark();
     w_.string("segments");
     write_segments();
     w_.string("device_traces");
     write_device_traces();
+    if (host_devices_from >= 0) {
+      w_.string(kHostDevicesKey);
+      w_.integer(host_devices_from);
+    }
     w_.setitems();
     w_.stop();
   }
@@ -709,21 +730,29 @@ Trace read_pytorch_snapshot(std::string_view data, const std::string& name, cons
 
 void write_pytorch_snapshot(const Trace& trace, std::ostream& out, int protocol) {
   // PyTorch's format numbers devices from 0: host memory (device -1, from
-  // torch.profiler) goes after the GPUs, so a CPU-only trace becomes device 0.
+  // torch.profiler) goes after the GPUs, so a CPU-only trace becomes device 0
+  // for memory_viz, and the snapshot says where host devices start (a key
+  // memory_viz ignores) so that reading it back restores device -1.
   std::int32_t gpus = 0;
   bool host = false;
   for (const Event& e : trace.events) {
     if (e.device >= 0) gpus = std::max(gpus, e.device + 1);
     else host = true;
   }
+  for (const SnapshotSegment& s : trace.segments) {
+    if (s.device >= 0) gpus = std::max(gpus, s.device + 1);
+    else host = true;
+  }
   if (!host) {
-    SnapshotWriter(trace, out, protocol).write();
+    SnapshotWriter(trace, out, protocol).write(-1);
     return;
   }
   Trace renumbered = trace;
   for (Event& e : renumbered.events)
     if (e.device < 0) e.device = gpus + (-1 - e.device);
-  SnapshotWriter(renumbered, out, protocol).write();
+  for (SnapshotSegment& s : renumbered.segments)
+    if (s.device < 0) s.device = gpus + (-1 - s.device);
+  SnapshotWriter(renumbered, out, protocol).write(gpus);
 }
 
 }  // namespace gpumem::trace

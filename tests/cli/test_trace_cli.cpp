@@ -194,3 +194,23 @@ TEST(CliTrace, ReplayAdvisesTheSettingsThatDoBetter) {
 }
 
 }  // namespace
+
+namespace {
+
+// A profiler trace's host memory is device -1; the snapshot format numbers
+// devices from 0, and reading gpumem's own snapshot back gave device 0.
+TEST(CliTrace, HostMemoryStaysDeviceMinusOneThroughASnapshot) {
+  const std::string snapshot = gpumem::test::write_temp("host.pickle", "");
+  const CliRun to = run("trace convert " + trace_path("resnet18_train.json") + " --to pytorch -o " + snapshot);
+  ASSERT_EQ(to.code, 0) << to.err;
+  const auto back = json_of("trace stats " + snapshot);
+  EXPECT_EQ(back["device"], -1);
+  EXPECT_EQ(back["allocations"], 1268);
+  const std::string history = gpumem::test::write_temp("host.jsonl", "");
+  const CliRun again = run("trace convert " + snapshot + " --to jsonl -o " + history);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(json_of("trace stats " + history)["device"], -1);
+  EXPECT_EQ(json_of("replay " + snapshot + " --time-limit 0 --policy gpumem")["device"], -1);
+}
+
+}  // namespace

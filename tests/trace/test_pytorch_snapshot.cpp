@@ -318,7 +318,8 @@ TEST(PytorchSnapshot, WritesTagsUngroupedDevicesAndHugeNumbers) {
   for (int protocol : {2, 4}) {
     const Trace back = read(written(t, protocol));
     ASSERT_EQ(back.events.size(), 5u);
-    EXPECT_EQ(back.events[4].device, 4);  // GPUs 0..3, then the host
+    // Written as device 4 (GPUs 0..3, then the host), read back as host memory.
+    EXPECT_EQ(back.events[4].device, -1);
     EXPECT_EQ(back.events[4].address, 0x20u);
     // Grouped by device, in order within each.
     EXPECT_EQ(back.events[0].device, 0);

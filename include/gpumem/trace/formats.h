@@ -26,7 +26,9 @@ Trace read_pytorch_snapshot(std::string_view data, const std::string& name, cons
 // {"segments": [...], "device_traces": [[...], ...]} with per-event action,
 // addr, size, stream, time_us and frames. protocol: 2 or 4.
 // Host memory (device -1) is numbered after the GPUs (device 0 in a
-// CPU-only trace): the format has no negative devices.
+// CPU-only trace): the format has no negative devices. The top-level key
+// "gpumem_host_devices_from" says where that numbering starts (memory_viz
+// ignores it), and read_pytorch_snapshot numbers those devices back.
 void write_pytorch_snapshot(const Trace& trace, std::ostream& out, int protocol = 4);
 
 // torch.profiler's Chrome trace JSON ({"traceEvents": [...]} or a bare
