@@ -21,6 +21,13 @@ carrying "device_free" instead of "addr".
                           is_expandable, entries without time_us
   segments_only.pickle    the oldest form: a bare list of segments
   unknown_action.pickle   an entry whose action gpumem does not know
+  snapshot_oom.pickle     taken after an out-of-memory error: two 20 MiB
+                          segments whose frees left 4 and 10 MiB holes, then
+                          a 12 MiB request that fails with 3 MiB free on the
+                          device (reserved 40 MiB, allocated 20 MiB, the
+                          largest free block 10 MiB: fragmentation)
+  snapshot_no_history.pickle  the same segments from _snapshot() without
+                          _record_memory_history(): empty device_traces
 
 tests/trace/test_pytorch_snapshot.cpp checks every value written here; keep
 them in step.
@@ -122,6 +129,49 @@ def unknown_action_snapshot():
              entry("defragment", BASE, 512, 0, T0 + 1, STACK_A),
              entry("free_completed", BASE, 512, 0, T0 + 2, STACK_A)]
     return {"segments": [], "device_traces": [trace]}
+
+
+MIB = 1 << 20
+S1 = 0x7F5000000000
+S2 = S1 + 0x40000000
+
+
+def oom_segments():
+    # The allocator's state after the failed request (nothing was freed by
+    # the error): live blocks, holes and each segment's free tail.
+    return [
+        segment(0, S1, 20 * MIB, 14 * MIB, 14 * MIB, 14 * MIB, 0, "large", False, STACK_B, [
+            block(S1, 8 * MIB, 8 * MIB, "active_allocated", STACK_B),
+            block(S1 + 8 * MIB, 4 * MIB, 0, "inactive", EMPTY),
+            block(S1 + 12 * MIB, 6 * MIB, 6 * MIB, "active_allocated", STACK_A),
+            block(S1 + 18 * MIB, 2 * MIB, 0, "inactive", EMPTY),
+        ]),
+        segment(0, S2, 20 * MIB, 6 * MIB, 6 * MIB, 6 * MIB, 0, "large", False, STACK_A, [
+            block(S2, 10 * MIB, 0, "inactive", EMPTY),
+            block(S2 + 10 * MIB, 6 * MIB, 6 * MIB, "active_allocated", STACK_A),
+            block(S2 + 16 * MIB, 4 * MIB, 0, "inactive", EMPTY),
+        ]),
+    ]
+
+
+def oom_snapshot():
+    t = T0
+    trace = [
+        entry("segment_alloc", S1, 20 * MIB, 0, t, STACK_B),
+        entry("alloc", S1, 8 * MIB, 0, t + 1, STACK_B),
+        entry("alloc", S1 + 8 * MIB, 4 * MIB, 0, t + 2, STACK_A),
+        entry("alloc", S1 + 12 * MIB, 6 * MIB, 0, t + 3, STACK_A),
+        entry("segment_alloc", S2, 20 * MIB, 0, t + 4, STACK_A),
+        entry("alloc", S2, 10 * MIB, 0, t + 5, STACK_A),
+        entry("alloc", S2 + 10 * MIB, 6 * MIB, 0, t + 6, STACK_A),
+        entry("free_requested", S1 + 8 * MIB, 4 * MIB, 0, t + 7, STACK_A),
+        entry("free_completed", S1 + 8 * MIB, 4 * MIB, 0, t + 8, STACK_A),
+        entry("free_requested", S2, 10 * MIB, 0, t + 9, STACK_A),
+        entry("free_completed", S2, 10 * MIB, 0, t + 10, STACK_A),
+        # PyTorch records the request's size and the device's free memory.
+        entry("oom", 3 * MIB, 12 * MIB, 0, t + 11, STACK_A),
+    ]
+    return {"segments": oom_segments(), "device_traces": [trace]}
 
 
 class JitPickler:
@@ -240,6 +290,9 @@ def main():
     (OUT / "snapshot_legacy.pickle").write_bytes(pickle.dumps(legacy_snapshot(), protocol=2))
     (OUT / "segments_only.pickle").write_bytes(pickle.dumps(snap["segments"], protocol=2))
     (OUT / "unknown_action.pickle").write_bytes(pickle.dumps(unknown_action_snapshot(), protocol=4))
+    (OUT / "snapshot_oom.pickle").write_bytes(pickle.dumps(oom_snapshot(), protocol=4))
+    (OUT / "snapshot_no_history.pickle").write_bytes(
+        pickle.dumps({"segments": oom_segments(), "device_traces": [[]]}, protocol=4))
     for path in sorted(OUT.glob("*.pickle")):
         assert path.stat().st_size < 50_000, path
         print(f"{path.relative_to(OUT.parent.parent.parent)}: {path.stat().st_size} bytes")

@@ -47,7 +47,7 @@ Action add_replay_command(CLI::App& app) {
     trace::ReadOptions read;
     read.strict = args->strict;
     const trace::Trace t = trace::read_trace(args->input, read);
-    trace::require_memory_events(t);
+    trace::require_memory_events(t, /*history_needed=*/true);
     trace::ReplayOptions options;
     options.policies = args->policies;
     options.strict = args->strict;

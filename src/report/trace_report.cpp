@@ -85,6 +85,65 @@ std::string event_time(std::size_t event, std::int64_t time_ns) {
   return fmt::format("event {} ({:.3f} ms into the trace)", count(event), double(time_ns) / 1e6);
 }
 
+std::int64_t since(std::int64_t time_ns, std::int64_t start_ns) {
+  return time_ns == trace::kUnknown || start_ns == trace::kUnknown ? trace::kUnknown : time_ns - start_ns;
+}
+
+// As PyTorch's own out-of-memory message: the request, what the device had
+// free, reserved and allocated, and whether fragmentation is why.
+void oom_text(std::string& out, const trace::OomReport& o, std::int64_t start_ns) {
+  out += fmt::format("Out of memory at {}: tried to allocate {}", event_time(o.event, since(o.time_ns, start_ns)),
+                     bytes(o.requested));
+  if (o.device_free) out += fmt::format(" with {} free on the device", bytes(o.device_free));
+  out += fmt::format("\n  {}: reserved {}, allocated {}; {} reserved but unallocated, the largest free block {}\n",
+                     o.from_history ? "then" : "at the snapshot (the history has no segment events before the error)",
+                     bytes(o.reserved), bytes(o.allocated), bytes(o.reserved - o.allocated),
+                     bytes(o.largest_free_block));
+  out += "  the request came from " + o.label + "\n";
+  if (o.reserved - o.allocated >= o.requested && o.largest_free_block < o.requested)
+    out += "  fragmentation: the reserved but unallocated memory would hold the request, no free block does; "
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets free memory join (see `gpumem replay`)\n";
+}
+
+void segments_text(std::string& out, const trace::SegmentState& g) {
+  if (!g.present) return;
+  const double fragmentation = g.reserved ? 1.0 - double(g.allocated) / double(g.reserved) : 0.0;
+  out += fmt::format("At the snapshot: {} segments, reserved {}, allocated {}", count(g.segments), bytes(g.reserved),
+                     bytes(g.allocated));
+  if (g.pending_free) out += fmt::format(", {} freed but waiting on a stream", bytes(g.pending_free));
+  out += fmt::format("\n  fragmentation {:.1f}% (reserved but not allocated), the largest free block {}\n",
+                     100.0 * fragmentation, bytes(g.largest_free_block));
+  if (g.live.empty()) return;
+  out += "Live at the snapshot, by stack (largest first, up to 10):\n";
+  by_context_text(out, g.live);
+}
+
+nlohmann::ordered_json segments_json(const trace::SegmentState& g) {
+  if (!g.present) return nullptr;
+  return {{"count", g.segments},
+          {"reserved_bytes", g.reserved},
+          {"allocated_bytes", g.allocated},
+          {"pending_free_bytes", g.pending_free},
+          {"fragmentation", g.reserved ? 1.0 - double(g.allocated) / double(g.reserved) : 0.0},
+          {"largest_free_block_bytes", g.largest_free_block},
+          {"live_by_context", by_context_json(g.live)}};
+}
+
+nlohmann::ordered_json ooms_json(const std::vector<trace::OomReport>& ooms) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& o : ooms)
+    out.push_back({{"event", o.event},
+                   {"time_ns", o.time_ns == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(o.time_ns)},
+                   {"requested_bytes", o.requested},
+                   {"device_free_bytes", o.device_free},
+                   {"from_history", o.from_history},
+                   {"reserved_bytes", o.reserved},
+                   {"allocated_bytes", o.allocated},
+                   {"largest_free_block_bytes", o.largest_free_block},
+                   {"context", o.label}});
+  return out;
+}
+
 }  // namespace
 
 std::string render_trace_stats_text(const trace::TraceStats& s, const std::string& source) {
@@ -92,7 +151,16 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   for (const std::string& w : s.warnings) out += "warning: " + w + "\n";
   std::string actions;
   for (const auto& [name, n] : s.actions) actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", name, count(n));
-  out += "  " + actions + "\n";
+  if (!actions.empty()) out += "  " + actions + "\n";
+  // A snapshot without history: its segments are all there is to report.
+  if (s.allocations == 0 && s.segments.present) {
+    out += "No allocation history: the snapshot was taken without torch.cuda.memory._record_memory_history(); "
+           "its segments describe the memory allocated when it was taken\n";
+    segments_text(out, s.segments);
+    for (const auto& o : s.ooms) oom_text(out, o, s.start_time_ns);
+    anomalies_text(out, s.anomalies);
+    return out;
+  }
   out += fmt::format("Allocations: {} ({} in all), {} freed\n", count(s.allocations), bytes(s.allocated_bytes_total),
                      count(s.frees));
   const std::int64_t since_start =
@@ -112,6 +180,7 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
            "before recording began\n";
   if (s.source_peak_allocated != trace::kUnknown)
     out += fmt::format("  the source's own largest running total: {}\n", bytes(s.source_peak_allocated));
+  for (const auto& o : s.ooms) oom_text(out, o, s.start_time_ns);
   if (!s.largest.empty()) {
     out += "Largest allocations:\n";
     for (const auto& l : s.largest)
@@ -148,6 +217,7 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   } else {
     out += "Iterations: no repetition found\n";
   }
+  segments_text(out, s.segments);
   anomalies_text(out, s.anomalies);
   return out;
 }
@@ -193,6 +263,8 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
   } else {
     j["iterations"] = nullptr;
   }
+  j["out_of_memory"] = ooms_json(s.ooms);
+  j["segments"] = segments_json(s.segments);
   j["skipped"] = anomalies_json(s.anomalies);
   j["warnings"] = s.warnings;
   return j;

@@ -38,6 +38,9 @@ std::int32_t busiest_device(const Trace& trace) {
   std::map<std::int32_t, std::uint64_t> allocs;
   for (const Event& e : trace.events)
     if (e.action == Action::kAlloc) ++allocs[e.device];
+  // A snapshot without history: the device whose segments hold the most.
+  if (allocs.empty())
+    for (const SnapshotSegment& s : trace.segments) allocs[s.device] += static_cast<std::uint64_t>(s.total_size);
   std::int32_t best = 0;
   std::uint64_t best_count = 0;
   bool best_gpu = false;

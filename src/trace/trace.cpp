@@ -108,11 +108,16 @@ std::uint32_t Trace::intern(Context context) {
   return it->second;
 }
 
-void require_memory_events(const Trace& trace) {
+void require_memory_events(const Trace& trace, bool history_needed) {
   const bool any_alloc = std::any_of(trace.events.begin(), trace.events.end(),
                                      [](const Event& e) { return e.action == Action::kAlloc; });
-  if (any_alloc || !trace.segments.empty()) return;
+  if (any_alloc || (!trace.segments.empty() && !history_needed)) return;
   const std::string file = printable(trace.source);
+  if (!trace.segments.empty())
+    throw InputError(fmt::format(
+        "{}: no allocation history to replay: the snapshot was taken without "
+        "torch.cuda.memory._record_memory_history(); `gpumem trace stats {}` reports the state of its segments",
+        file, file));
   if (trace.format == "chrome-trace")
     throw InputError(fmt::format(
         "{}: no memory events: torch.profiler records allocations only when asked; record again with "

@@ -6,9 +6,8 @@
 #include <unordered_map>
 
 namespace gpumem::trace {
-namespace {
 
-std::string label_of(const Trace& trace, std::uint32_t context) {
+std::string context_label(const Trace& trace, std::uint32_t context) {
   if (context >= trace.contexts.size()) return "(no tag)";
   const Context& c = trace.contexts[context];
   std::string label = c.label();
@@ -18,6 +17,29 @@ std::string label_of(const Trace& trace, std::uint32_t context) {
     if (std::string where = c.user_frame(); !where.empty()) label += " in " + where;
   return label;
 }
+
+std::vector<ContextBytes> merge_by_label(const Trace& trace,
+                                         const std::unordered_map<std::uint32_t, ContextBytes>& by_context,
+                                         std::size_t top) {
+  std::unordered_map<std::string, ContextBytes> merged;
+  for (const auto& [context, c] : by_context) {
+    ContextBytes& m = merged[context_label(trace, context)];
+    m.count += c.count;
+    m.bytes += c.bytes;
+  }
+  std::vector<ContextBytes> out;
+  for (auto& [label, c] : merged) {
+    c.label = label;
+    out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const ContextBytes& a, const ContextBytes& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.label < b.label;
+  });
+  if (out.size() > top) out.resize(top);
+  return out;
+}
+
+namespace {
 
 // Allocations grouped by label, largest first, at most `top`.
 template <typename Keep>
@@ -29,22 +51,7 @@ std::vector<ContextBytes> by_label(const Trace& trace, const Lifetimes& lifetime
     ++c.count;
     c.bytes += a.size;
   }
-  // Contexts that differ only in frames gpumem does not show share a label.
-  std::unordered_map<std::string, ContextBytes> merged;
-  for (auto& [context, c] : by_context) {
-    ContextBytes& m = merged[label_of(trace, context)];
-    m.count += c.count;
-    m.bytes += c.bytes;
-  }
-  std::vector<ContextBytes> out;
-  for (auto& [label, c] : merged) {
-    c.label = label;
-    out.push_back(c);
-  }
-  std::sort(out.begin(), out.end(),
-            [](const ContextBytes& a, const ContextBytes& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.label < b.label; });
-  if (out.size() > top) out.resize(top);
-  return out;
+  return merge_by_label(trace, by_context, top);
 }
 
 std::uint64_t key_of(const Allocation& a) {
@@ -152,7 +159,7 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
                     });
   for (std::size_t i = 0; i < shown; ++i)
     s.largest.push_back({by_size[i]->alloc_event, by_size[i]->size, by_size[i]->free_event != kNeverFreed,
-                         label_of(trace, by_size[i]->context)});
+                         context_label(trace, by_size[i]->context)});
 
   // Never freed, by label.
   for (const Allocation& a : lifetimes.allocations) {
@@ -205,6 +212,8 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   }
   if (r.iterations < 2) r = IterationReport{};  // one iteration shows no growth
   classify(r, r.bytes_per_iteration);
+  s.segments = segment_state(trace, lifetimes.device);
+  s.ooms = oom_reports(trace, lifetimes);
   return s;
 }
 

@@ -214,3 +214,58 @@ TEST(CliTrace, HostMemoryStaysDeviceMinusOneThroughASnapshot) {
 }
 
 }  // namespace
+
+namespace {
+
+// snapshot_oom.pickle (tools/make_snapshot_fixtures.py, the fields of
+// torch.cuda.memory._snapshot()): a 12 MiB request fails with 40 MiB
+// reserved, 20 MiB allocated and no free block over 10 MiB. It said "oom 1".
+TEST(CliTrace, AnOutOfMemorySnapshotSaysWhatFailedAndWhy) {
+  const std::string t = trace_path("snapshot_oom.pickle");
+  const CliRun r = run("trace stats " + t);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(contains(r.out,
+                       "Out of memory at event 11 (0.011 ms into the trace): tried to allocate 12.00 MiB with 3.00 MiB "
+                       "free on the device\n"
+                       "  then: reserved 40.00 MiB, allocated 20.00 MiB; 20.00 MiB reserved but unallocated, the "
+                       "largest free block 10.00 MiB\n"
+                       "  the request came from train_step (/home/user/train.py:42)\n"
+                       "  fragmentation: the reserved but unallocated memory would hold the request, no free block "
+                       "does; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets free memory join"))
+      << r.out;
+  const auto oom = json_of("trace stats " + t)["out_of_memory"];
+  ASSERT_EQ(oom.size(), 1u);
+  EXPECT_EQ(oom[0]["requested_bytes"], 12 << 20);
+  EXPECT_EQ(oom[0]["device_free_bytes"], 3 << 20);
+  EXPECT_EQ(oom[0]["reserved_bytes"], 40 << 20);
+  EXPECT_EQ(oom[0]["allocated_bytes"], 20 << 20);
+  EXPECT_EQ(oom[0]["largest_free_block_bytes"], 10 << 20);
+}
+
+// The same allocator state without history: it said "0 events ... Peak
+// allocated 0 B"; the segments say what was allocated.
+TEST(CliTrace, ASnapshotWithoutHistoryReportsItsSegments) {
+  const std::string t = trace_path("snapshot_no_history.pickle");
+  const CliRun r = run("trace stats " + t);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "Trace " + t +
+                       " (pytorch-snapshot): 0 events, device 0\n"
+                       "No allocation history: the snapshot was taken without "
+                       "torch.cuda.memory._record_memory_history(); its segments describe the memory allocated when "
+                       "it was taken\n"
+                       "At the snapshot: 2 segments, reserved 40.00 MiB, allocated 20.00 MiB\n"
+                       "  fragmentation 50.0% (reserved but not allocated), the largest free block 10.00 MiB\n"
+                       "Live at the snapshot, by stack (largest first, up to 10):\n"
+                       "     12.00 MiB in        2  train_step (/home/user/train.py:42)\n"
+                       "      8.00 MiB in        1  make_buffer (/home/user/model.py:7)\n");
+  const auto seg = json_of("trace stats " + t)["segments"];
+  EXPECT_EQ(seg["reserved_bytes"], 40 << 20);
+  EXPECT_EQ(seg["allocated_bytes"], 20 << 20);
+  EXPECT_EQ(seg["largest_free_block_bytes"], 10 << 20);
+  EXPECT_EQ(seg["fragmentation"], 0.5);
+  const CliRun replay = run("replay " + t);
+  EXPECT_EQ(replay.code, 2);
+  EXPECT_TRUE(contains(replay.err, "no allocation history to replay")) << replay.err;
+}
+
+}  // namespace

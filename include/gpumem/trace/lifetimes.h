@@ -51,7 +51,8 @@ struct Lifetimes {
   Action free_action = Action::kFreeCompleted;
 };
 
-// The device with the most allocations, preferring GPUs (device >= 0).
+// The device with the most allocations, preferring GPUs (device >= 0); in a
+// snapshot without history, the one whose segments reserve the most.
 std::int32_t busiest_device(const Trace& trace);
 
 // Allocations of one device.

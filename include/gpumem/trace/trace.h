@@ -116,8 +116,9 @@ struct Trace {
 // and no segment), saying what is missing and how to record it: a
 // torch.profiler trace made without profile_memory=True has operators but
 // no memory events, a snapshot taken without _record_memory_history() and
-// with nothing allocated has neither history nor segments.
-void require_memory_events(const Trace& trace);
+// with nothing allocated has neither history nor segments. With
+// history_needed (replay), segments alone are not enough either.
+void require_memory_events(const Trace& trace, bool history_needed = false);
 
 // Formats, by name as the CLI takes them.
 enum class Format : std::uint8_t { kPytorchSnapshot, kChromeTrace, kRmmLog, kHistory, kMinimallocCsv };

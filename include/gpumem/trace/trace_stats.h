@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gpumem/trace/lifetimes.h"
@@ -47,6 +48,36 @@ struct IterationReport {
   std::size_t step_iteration = 0;  // step: the iteration (0-based) after which it grew
 };
 
+// The allocator's state that a PyTorch snapshot's segments describe, for
+// one device, at the moment the snapshot was taken.
+struct SegmentState {
+  bool present = false;  // the trace has segments for the device
+  std::size_t segments = 0;
+  std::int64_t reserved = 0;            // the segments' total_size
+  std::int64_t allocated = 0;           // active_allocated blocks
+  std::int64_t pending_free = 0;        // active_pending_free: freed, waiting on a stream
+  std::int64_t largest_free_block = 0;  // the largest inactive block
+  std::vector<ContextBytes> live;       // active_allocated blocks by label, largest first, up to 10
+};
+
+// An out-of-memory error in a trace (a snapshot's "oom" entry, the
+// profiler's [OutOfMemory]), with the figures PyTorch's own message gives.
+struct OomReport {
+  std::size_t event = 0;
+  std::int64_t time_ns = kUnknown;
+  std::int64_t requested = 0;    // the request that failed
+  std::int64_t device_free = 0;  // the device's free memory then (snapshots; 0 when unknown)
+  // Where reserved, allocated and the largest free block come from: the
+  // history up to the error (segment events and live allocations), or,
+  // when the history has no segment events before it, the segments at the
+  // snapshot.
+  bool from_history = false;
+  std::int64_t reserved = 0;
+  std::int64_t allocated = 0;
+  std::int64_t largest_free_block = 0;
+  std::string label;  // where the request came from, or "(no tag)"
+};
+
 struct TraceStats {
   std::string format;
   std::size_t events = 0;
@@ -76,11 +107,28 @@ struct TraceStats {
   std::vector<ContextBytes> live_at_peak;
   std::int64_t live_at_peak_baseline = 0;
   IterationReport iterations;
+  SegmentState segments;
+  std::vector<OomReport> ooms;  // up to 10, in order
   Anomalies anomalies;
   std::vector<std::string> warnings;  // the reader's
 };
 
 TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes);
+
+// Context::label() with the user's frame, or "(no tag)": ContextBytes::label.
+std::string context_label(const Trace& trace, std::uint32_t context);
+
+// Byte counts per context merged by label (contexts that differ only in
+// frames gpumem does not show share one), largest first, at most `top`.
+std::vector<ContextBytes> merge_by_label(const Trace& trace,
+                                         const std::unordered_map<std::uint32_t, ContextBytes>& by_context,
+                                         std::size_t top);
+
+// The state of one device's segments (snapshot_state.cpp).
+SegmentState segment_state(const Trace& trace, std::int32_t device);
+// The out-of-memory errors of the lifetimes' device, up to 10
+// (snapshot_state.cpp).
+std::vector<OomReport> oom_reports(const Trace& trace, const Lifetimes& lifetimes);
 
 // The allocations live right after `event` (allocated at or before it, freed
 // after it), grouped by label (ContextBytes), largest first, at most `top`.
