@@ -18,7 +18,7 @@ namespace gpumem::trace {
 namespace {
 
 constexpr std::size_t kMaxRun = 4;         // keys per n-gram
-constexpr std::size_t kMaxKeys = 1 << 21;  // the trace's last 2 M allocations are enough
+constexpr std::size_t kMaxKeys = 1 << 20;  // the trace's last 1 M allocations are enough
 
 // Within 10% of k times the period, for k from 1 to 4 (up to three
 // iterations in a row that lack the run).
@@ -96,8 +96,9 @@ IterationSplit find_iterations(const std::vector<std::uint64_t>& all_keys) {
     if (!marks || runs[i].at->front() < marks->front()) marks = runs[i].at;
   std::vector<std::size_t> starts{marks->front()};
   for (std::size_t i = 1; i < marks->size(); ++i) {
-    const std::size_t gap = (*marks)[i] - starts.back();
-    for (std::size_t k = (gap + period / 2) / period; k > 1; --k) starts.push_back(starts.back() + gap / ((gap + period / 2) / period));
+    const std::size_t base = starts.back(), gap = (*marks)[i] - base;
+    const std::size_t iterations = (gap + period / 2) / period;  // in the gap: more than one when it lacks the run
+    for (std::size_t k = 1; k < iterations; ++k) starts.push_back(base + k * gap / iterations);
     starts.push_back((*marks)[i]);
   }
   // Runs near the end cannot complete: iterations past the last mark are
