@@ -171,8 +171,8 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   out += fmt::format("Peak allocated: {} at {}\n", bytes(s.peak_allocated), event_time(s.peak_event, since_start));
   if (s.baseline)
     out += fmt::format("  counting {} allocated before recording began (the source's running total at its first "
-                       "event); the trace's own allocations peak at {} at event {} (what `gpumem replay` replays)\n",
-                       bytes(s.baseline), bytes(s.traced_peak), count(s.traced_peak_event));
+                       "event)\n",
+                       bytes(s.baseline));
   else if (s.source_peak_allocated != trace::kUnknown)
     out += "  counting from an empty device: nothing was allocated before recording began, per the source\n";
   else
@@ -180,6 +180,9 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
            "before recording began\n";
   if (s.source_peak_allocated != trace::kUnknown)
     out += fmt::format("  the source's own largest running total: {}\n", bytes(s.source_peak_allocated));
+  if (s.baseline)
+    out += fmt::format("Traced peak: {} at event {}, the trace's own allocations (what `gpumem replay` replays)\n",
+                       bytes(s.traced_peak), count(s.traced_peak_event));
   for (const auto& o : s.ooms) oom_text(out, o, s.start_time_ns);
   if (!s.largest.empty()) {
     out += "Largest allocations:\n";
