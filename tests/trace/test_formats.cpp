@@ -196,6 +196,40 @@ TEST(ChromeTrace, TagsFromInnermostSpanOnTheSameThreadWhereverTheSpansAre) {
   EXPECT_EQ(t.events[2].context, t.events[3].context);
 }
 
+// with_stack=True: python_function spans around a memory event are its
+// stack, innermost first; the user's frame is the first outside libraries.
+TEST(ChromeTrace, PythonFunctionSpansAreTheStack) {
+  auto py = [](const std::string& name, const std::string& ts, const std::string& dur, int tid = 1) {
+    return R"({"ph": "X", "cat": "python_function", "name": ")" + name + R"(", "pid": 7, "tid": )" +
+           std::to_string(tid) + R"(, "ts": )" + ts + R"(, "dur": )" + dur + "}";
+  };
+  const Trace t = read_chrome_trace(
+      chrome({
+          memory_event("15", 512, 0x1000, 1),  // train.py step > model.py forward > torch linear > aten::mm
+          memory_event("40", 256, 0x2000, 1),  // step only, no operator
+          memory_event("15", 64, 0x3000, 2),   // thread 2: a frame without a line
+          py("train.py(12): step", "0", "100"),
+          py("model.py(30): forward", "10", "10"),
+          py("torch/nn/modules/linear.py(113): forward", "14", "3"),
+          op("aten::mm", "14.5", "1"),
+          py("nn.Module: Linear_0", "10", "20", 2),
+      }),
+      "s.json");
+  ASSERT_EQ(t.events.size(), 3u);
+  const Context& mm = t.contexts[t.events[0].context];
+  EXPECT_EQ(mm.tag, "aten::mm");
+  ASSERT_EQ(mm.frames.size(), 3u);
+  EXPECT_EQ(mm.frames[0], (Frame{"torch/nn/modules/linear.py", 113, "forward"}));
+  EXPECT_EQ(mm.frames[2], (Frame{"train.py", 12, "step"}));
+  EXPECT_EQ(mm.user_frame(), "forward (model.py:30)");
+  const Context& module = t.contexts[t.events[1].context];
+  EXPECT_EQ(module.frames, (std::vector<Frame>{{"", 0, "nn.Module: Linear_0"}}));
+  EXPECT_EQ(module.label(), "nn.Module: Linear_0");
+  const Context& step = t.contexts[t.events[2].context];
+  EXPECT_EQ(step.tag, "");
+  EXPECT_EQ(step.label(), "step (train.py:12)");
+}
+
 TEST(ChromeTrace, BareArrayDevicesOutOfMemoryAndNumberForms) {
   const std::string data =
       "[" + memory_event("1", 100, 0x10, 1, 100, 0, -1) + "," + memory_event("2", 200, 0x20, 1, 300, 1, 3) + "," +
