@@ -61,9 +61,10 @@ void advice_text(std::string& out, const trace::ReplayReport& r) {
     return;
   }
   if (r.advice.empty()) {
-    out += fmt::format("Advice: no policy replayed does better than {} ({}), the policy the trace was recorded "
-                       "under\n\n",
-                       r.current_policy, trace::policy_setting(r.current_policy));
+    out += fmt::format(
+        "Advice: no policy replayed does better than {} ({}), the policy the trace was recorded "
+        "under\n\n",
+        r.current_policy, trace::policy_setting(r.current_policy));
     return;
   }
   out += fmt::format("Advice against {} ({}), the policy the trace was recorded under (--current says otherwise):\n",
@@ -95,14 +96,15 @@ void oom_text(std::string& out, const trace::OomReport& o, std::int64_t start_ns
   out += fmt::format("Out of memory at {}: tried to allocate {}", event_time(o.event, since(o.time_ns, start_ns)),
                      bytes(o.requested));
   if (o.device_free) out += fmt::format(" with {} free on the device", bytes(o.device_free));
-  out += fmt::format("\n  {}: reserved {}, allocated {}; {} reserved but unallocated, the largest free block {}\n",
-                     o.from_history ? "then" : "at the snapshot (the history has no segment events before the error)",
-                     bytes(o.reserved), bytes(o.allocated), bytes(o.reserved - o.allocated),
-                     bytes(o.largest_free_block));
+  out +=
+      fmt::format("\n  {}: reserved {}, allocated {}; {} reserved but unallocated, the largest free block {}\n",
+                  o.from_history ? "then" : "at the snapshot (the history has no segment events before the error)",
+                  bytes(o.reserved), bytes(o.allocated), bytes(o.reserved - o.allocated), bytes(o.largest_free_block));
   out += "  the request came from " + o.label + "\n";
   if (o.reserved - o.allocated >= o.requested && o.largest_free_block < o.requested)
-    out += "  fragmentation: the reserved but unallocated memory would hold the request, no free block does; "
-           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets free memory join (see `gpumem replay`)\n";
+    out +=
+        "  fragmentation: the reserved but unallocated memory would hold the request, no free block does; "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets free memory join (see `gpumem replay`)\n";
 }
 
 void segments_text(std::string& out, const trace::SegmentState& g) {
@@ -132,15 +134,16 @@ nlohmann::ordered_json segments_json(const trace::SegmentState& g) {
 nlohmann::ordered_json ooms_json(const std::vector<trace::OomReport>& ooms) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& o : ooms)
-    out.push_back({{"event", o.event},
-                   {"time_ns", o.time_ns == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(o.time_ns)},
-                   {"requested_bytes", o.requested},
-                   {"device_free_bytes", o.device_free},
-                   {"from_history", o.from_history},
-                   {"reserved_bytes", o.reserved},
-                   {"allocated_bytes", o.allocated},
-                   {"largest_free_block_bytes", o.largest_free_block},
-                   {"context", o.label}});
+    out.push_back(
+        {{"event", o.event},
+         {"time_ns", o.time_ns == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(o.time_ns)},
+         {"requested_bytes", o.requested},
+         {"device_free_bytes", o.device_free},
+         {"from_history", o.from_history},
+         {"reserved_bytes", o.reserved},
+         {"allocated_bytes", o.allocated},
+         {"largest_free_block_bytes", o.largest_free_block},
+         {"context", o.label}});
   return out;
 }
 
@@ -154,8 +157,9 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   if (!actions.empty()) out += "  " + actions + "\n";
   // A snapshot without history: its segments are all there is to report.
   if (s.allocations == 0 && s.segments.present) {
-    out += "No allocation history: the snapshot was taken without torch.cuda.memory._record_memory_history(); "
-           "its segments describe the memory allocated when it was taken\n";
+    out +=
+        "No allocation history: the snapshot was taken without torch.cuda.memory._record_memory_history(); "
+        "its segments describe the memory allocated when it was taken\n";
     segments_text(out, s.segments);
     for (const auto& o : s.ooms) oom_text(out, o, s.start_time_ns);
     anomalies_text(out, s.anomalies);
@@ -163,21 +167,23 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   }
   out += fmt::format("Allocations: {} ({} in all), {} freed\n", count(s.allocations), bytes(s.allocated_bytes_total),
                      count(s.frees));
-  const std::int64_t since_start =
-      s.peak_time_ns == trace::kUnknown || s.start_time_ns == trace::kUnknown ? trace::kUnknown
-                                                                               : s.peak_time_ns - s.start_time_ns;
+  const std::int64_t since_start = s.peak_time_ns == trace::kUnknown || s.start_time_ns == trace::kUnknown
+                                       ? trace::kUnknown
+                                       : s.peak_time_ns - s.start_time_ns;
   // Two peaks with two names: with a baseline, the peak the device saw and
   // the peak of what the trace itself allocated (what replay replays) differ.
   out += fmt::format("Peak allocated: {} at {}\n", bytes(s.peak_allocated), event_time(s.peak_event, since_start));
   if (s.baseline)
-    out += fmt::format("  counting {} allocated before recording began (the source's running total at its first "
-                       "event)\n",
-                       bytes(s.baseline));
+    out += fmt::format(
+        "  counting {} allocated before recording began (the source's running total at its first "
+        "event)\n",
+        bytes(s.baseline));
   else if (s.source_peak_allocated != trace::kUnknown)
     out += "  counting from an empty device: nothing was allocated before recording began, per the source\n";
   else
-    out += "  counting the trace's allocations only: the source has no running totals to tell what was allocated "
-           "before recording began\n";
+    out +=
+        "  counting the trace's allocations only: the source has no running totals to tell what was allocated "
+        "before recording began\n";
   if (s.source_peak_allocated != trace::kUnknown)
     out += fmt::format("  the source's own largest running total: {}\n", bytes(s.source_peak_allocated));
   if (s.baseline)
@@ -200,9 +206,10 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
     if (it.first_allocation)
       out += fmt::format("  the first starts after {} set-up allocations\n", count(it.first_allocation));
     if (it.first_iteration_allocations > it.period)
-      out += fmt::format("  the first is {} allocations, {} more: what it allocates once (optimizer state, "
-                         "gradients)\n",
-                         count(it.first_iteration_allocations), count(it.first_iteration_allocations - it.period));
+      out += fmt::format(
+          "  the first is {} allocations, {} more: what it allocates once (optimizer state, "
+          "gradients)\n",
+          count(it.first_iteration_allocations), count(it.first_iteration_allocations - it.period));
     else if (it.first_iteration_allocations < it.period)
       out += fmt::format("  the first is {} allocations, {} fewer\n", count(it.first_iteration_allocations),
                          count(it.period - it.first_iteration_allocations));

@@ -516,9 +516,8 @@ class SpanSweep {
  public:
   explicit SpanSweep(std::vector<Span>& spans) : spans_(spans) {
     // Outer spans before the spans they enclose.
-    std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) {
-      return a.start != b.start ? a.start < b.start : a.end > b.end;
-    });
+    std::sort(spans_.begin(), spans_.end(),
+              [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
   }
   const std::vector<const Span*>& at(std::int64_t time) {
     for (; next_ < spans_.size() && spans_[next_].start <= time; ++next_) {

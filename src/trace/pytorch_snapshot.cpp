@@ -43,7 +43,6 @@ namespace {
 // device number that stands for host memory (device -1, then -2, ...).
 constexpr const char* kHostDevicesKey = "gpumem_host_devices_from";
 
-
 using pickle::Container;
 using pickle::Kind;
 using pickle::Machine;
@@ -128,6 +127,8 @@ class SnapshotReader final : public pickle::Hooks {
 
  private:
   static constexpr std::size_t kActions = 9;  // Action's values, in order
+  // The keys in rows, as their names below.
+  // clang-format off
   enum Key : std::size_t {
     kAction, kAddr, kDeviceFree, kSize, kStream, kTimeUs, kFrames, kFilename, kLine, kName, kSegments,
     kDeviceTraces, kDevice, kAddress, kTotalSize, kSegmentType, kIsExpandable, kBlocks, kRequestedSize, kState,
@@ -137,8 +138,8 @@ class SnapshotReader final : public pickle::Hooks {
   static constexpr const char* kKeyNames[kKeyCount] = {
       "action",        "addr",   "device_free",    "size",          "stream",  "time_us",  "frames",     "filename",
       "line",          "name",   "segments",       "device_traces", "device",  "address",  "total_size", "segment_type",
-      "is_expandable", "blocks", "requested_size", "state",         "history", "real_size",
-      kHostDevicesKey};
+      "is_expandable", "blocks", "requested_size", "state",         "history", "real_size", kHostDevicesKey};
+  // clang-format on
 
   // ---- entries, as they are filled ----
 
@@ -310,7 +311,8 @@ class SnapshotReader final : public pickle::Hooks {
     }
     // gpumem's writer numbered host memory after the GPUs: number it back.
     std::int64_t from = 0;
-    if (auto host = m_.get(*c, key_[kHostDevicesFrom]); host && as_size(*host, &from) && static_cast<std::size_t>(from) < kMaxDevices) {
+    if (auto host = m_.get(*c, key_[kHostDevicesFrom]);
+        host && as_size(*host, &from) && static_cast<std::size_t>(from) < kMaxDevices) {
       auto back = [from](std::int32_t& device) {
         if (device >= from) device = static_cast<std::int32_t>(-1 - (device - from));
       };
@@ -740,8 +742,10 @@ void write_pytorch_snapshot(const Trace& trace, std::ostream& out, int protocol)
     else host = true;
   }
   for (const SnapshotSegment& s : trace.segments) {
-    if (s.device >= 0) gpus = std::max(gpus, s.device + 1);
-    else host = true;
+    if (s.device >= 0)
+      gpus = std::max(gpus, s.device + 1);
+    else
+      host = true;
   }
   if (!host) {
     SnapshotWriter(trace, out, protocol).write(-1);

@@ -36,7 +36,8 @@ std::vector<Advice> advise(const ReplayReport& report) {
     // BFC is TensorFlow's: no setting selects it in PyTorch.
     if (&p == &*current || (p.name == "bfc" && current->name != "bfc") || p.oom_at_event) continue;
     const bool fits = current->oom_at_event.has_value();
-    Advice a{p.name, policy_setting(p.name), p.peak_reserved, fits ? 0 : current->peak_reserved - p.peak_reserved, fits};
+    Advice a{p.name, policy_setting(p.name), p.peak_reserved, fits ? 0 : current->peak_reserved - p.peak_reserved,
+             fits};
     // With --capacity, fitting where the current policy runs out is the
     // saving that matters; otherwise, reserving less at the peak.
     if (a.fits_where_current_does_not || a.saved_bytes > 0) advice.push_back(a);

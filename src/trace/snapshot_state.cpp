@@ -18,8 +18,10 @@ std::int64_t largest_gap(std::map<std::uint64_t, std::int64_t> ranges,
   std::vector<std::pair<std::uint64_t, std::uint64_t>> merged;  // [begin, end)
   for (auto [begin, length] : ranges) {
     const std::uint64_t end = begin + static_cast<std::uint64_t>(length);
-    if (!merged.empty() && merged.back().second == begin) merged.back().second = end;
-    else merged.push_back({begin, end});
+    if (!merged.empty() && merged.back().second == begin)
+      merged.back().second = end;
+    else
+      merged.push_back({begin, end});
   }
   std::int64_t largest = 0;
   auto block = blocks.begin();

@@ -30,9 +30,9 @@ constexpr const char* kActionNames[] = {"alloc",        "free_requested", "free_
 bool is_library_frame(const Frame& f) {
   for (std::string_view part : {"/torch/", "/site-packages/", "/dist-packages/", "/lib/python", "<frozen"})
     if (f.filename.find(part) != std::string::npos) return true;
-  for (std::string_view package : {"torch/", "torchvision/", "torchaudio/", "transformers/", "accelerate/",
-                                   "lightning/", "pytorch_lightning/", "numpy/", "contextlib.py", "functools.py",
-                                   "threading.py", "runpy.py"})
+  for (std::string_view package :
+       {"torch/", "torchvision/", "torchaudio/", "transformers/", "accelerate/", "lightning/", "pytorch_lightning/",
+        "numpy/", "contextlib.py", "functools.py", "threading.py", "runpy.py"})
     if (f.filename.starts_with(package)) return true;
   return false;
 }
@@ -109,8 +109,8 @@ std::uint32_t Trace::intern(Context context) {
 }
 
 void require_memory_events(const Trace& trace, bool history_needed) {
-  const bool any_alloc = std::any_of(trace.events.begin(), trace.events.end(),
-                                     [](const Event& e) { return e.action == Action::kAlloc; });
+  const bool any_alloc =
+      std::any_of(trace.events.begin(), trace.events.end(), [](const Event& e) { return e.action == Action::kAlloc; });
   if (any_alloc || (!trace.segments.empty() && !history_needed)) return;
   const std::string file = printable(trace.source);
   if (!trace.segments.empty())

@@ -167,8 +167,8 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
     ++s.never_freed;
     s.never_freed_bytes += a.size;
   }
-  s.never_freed_by_context =
-      by_label(trace, lifetimes, [](const Allocation& a) { return a.free_event == kNeverFreed; }, 10);
+  s.never_freed_by_context = by_label(
+      trace, lifetimes, [](const Allocation& a) { return a.free_event == kNeverFreed; }, 10);
 
   // Live at the peak.
   if (!trace.events.empty()) {

@@ -43,14 +43,16 @@ TEST(CliTrace, TwoPeaksTwoNamesAndTheBaselineSaid) {
 
   const CliRun text = run("trace stats " + t);
   EXPECT_TRUE(contains(text.out, "Peak allocated: 85.61 MiB at event 638")) << text.out;
-  EXPECT_TRUE(contains(text.out, "  counting 85.31 MiB allocated before recording began (the source's running total "
-                                 "at its first event)\n"
-                                 "  the source's own largest running total: 85.61 MiB\n"
-                                 "Traced peak: 305.91 KiB at event 638, the trace's own allocations"))
+  EXPECT_TRUE(contains(text.out,
+                       "  counting 85.31 MiB allocated before recording began (the source's running total "
+                       "at its first event)\n"
+                       "  the source's own largest running total: 85.61 MiB\n"
+                       "Traced peak: 305.91 KiB at event 638, the trace's own allocations"))
       << text.out;
   const CliRun rtext = run("replay " + t + " --time-limit 0 --policy gpumem");
-  EXPECT_TRUE(contains(rtext.out, "Traced peak 305.91 KiB at event 638: the trace's own allocations, not counting the "
-                                  "85.31 MiB allocated before recording began"))
+  EXPECT_TRUE(contains(rtext.out,
+                       "Traced peak 305.91 KiB at event 638: the trace's own allocations, not counting the "
+                       "85.31 MiB allocated before recording began"))
       << rtext.out;
   EXPECT_FALSE(contains(rtext.out, "Peak allocated")) << rtext.out;
 }
@@ -100,15 +102,17 @@ namespace {
 TEST(CliTrace, FindsTheIterationsOfRealTrainingTraces) {
   const CliRun sgd = run("trace stats " + trace_path("resnet18_train.json"));
   EXPECT_EQ(sgd.code, 0);
-  EXPECT_TRUE(contains(sgd.out, "Iterations: 2 complete; one iteration is 665 allocations (1,330 events, 175.16 MiB "
-                                "allocated)\n  the first is 603 allocations, 62 fewer\n"
-                                "  live after each: 85.31 MiB, 85.31 MiB\n  flat:"))
+  EXPECT_TRUE(contains(sgd.out,
+                       "Iterations: 2 complete; one iteration is 665 allocations (1,330 events, 175.16 MiB "
+                       "allocated)\n  the first is 603 allocations, 62 fewer\n"
+                       "  live after each: 85.31 MiB, 85.31 MiB\n  flat:"))
       << sgd.out;
 
   const std::string adamw = trace_path("resnet18_adamw_3iter.json.gz");
   const CliRun text = run("trace stats " + adamw);
-  EXPECT_TRUE(contains(text.out, "Iterations: 3 complete; one iteration is 1,409 allocations (2,818 events, 260.47 MiB "
-                                 "allocated)\n  the first is 1,595 allocations, 186 more: what it allocates once"))
+  EXPECT_TRUE(contains(text.out,
+                       "Iterations: 3 complete; one iteration is 1,409 allocations (2,818 events, 260.47 MiB "
+                       "allocated)\n  the first is 1,595 allocations, 186 more: what it allocates once"))
       << text.out;
   const auto it = json_of("trace stats " + adamw)["iterations"];
   EXPECT_EQ(it["count"], 3);
@@ -137,9 +141,10 @@ TEST(CliTrace, LiveAtThePeakAddsUpToThePeak) {
   const auto replay = json_of("replay " + t + " --time-limit 0 --policy gpumem");
   EXPECT_EQ(replay["live_at_peak"], stats["live_at_peak"]["by_context"]);
   const CliRun text = run("replay " + t + " --time-limit 0 --policy gpumem");
-  EXPECT_TRUE(contains(text.out, "Live at the peak, by operator or stack (largest first, up to 10):\n"
-                                 "     52.41 MiB in      136  aten::empty\n"
-                                 "     42.65 MiB in       63  aten::empty_strided\n"))
+  EXPECT_TRUE(contains(text.out,
+                       "Live at the peak, by operator or stack (largest first, up to 10):\n"
+                       "     52.41 MiB in      136  aten::empty\n"
+                       "     42.65 MiB in       63  aten::empty_strided\n"))
       << text.out;
 }
 
@@ -148,13 +153,15 @@ TEST(CliTrace, LiveAtThePeakAddsUpToThePeak) {
 TEST(CliTrace, PythonFramesOfAStackTraceNameTheUsersCode) {
   const CliRun r = run("trace stats " + trace_path("resnet18_adamw_3iter.json.gz"));
   EXPECT_EQ(r.code, 0);
-  EXPECT_TRUE(contains(r.out, "Live at the peak, by operator or stack (largest first, up to 10):\n"
-                              "     85.31 MiB in      125  aten::empty_strided in step (record_trace.py:186)\n"
-                              "     51.64 MiB in      125  aten::empty in step (record_trace.py:186)\n"))
+  EXPECT_TRUE(contains(r.out,
+                       "Live at the peak, by operator or stack (largest first, up to 10):\n"
+                       "     85.31 MiB in      125  aten::empty_strided in step (record_trace.py:186)\n"
+                       "     51.64 MiB in      125  aten::empty in step (record_trace.py:186)\n"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "aten::empty in nn.Module: BatchNorm2d_0\n")) << r.out;
-  EXPECT_TRUE(contains(r.out, "Never freed: 248 allocations, 127.96 MiB\n"
-                              "     85.31 MiB in      124  aten::empty_strided in step (record_trace.py:186)\n"))
+  EXPECT_TRUE(contains(r.out,
+                       "Never freed: 248 allocations, 127.96 MiB\n"
+                       "     85.31 MiB in      124  aten::empty_strided in step (record_trace.py:186)\n"))
       << r.out;
 }
 

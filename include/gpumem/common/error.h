@@ -24,7 +24,7 @@ std::string printable(std::string_view name);
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;  // a bug or an unexpected failure
 inline constexpr int kExitBadInput = 2;  // bad file, bad flag, bad value
-inline constexpr int kExitDoesNotFit = 3;  // plan: the plan exceeds --capacity; replay: every policy runs out
+inline constexpr int kExitDoesNotFit = 3;   // plan: the plan exceeds --capacity; replay: every policy runs out
 inline constexpr int kExitInvalidPlan = 4;  // gpumem plan --validate: buffers collide
 
 }  // namespace gpumem

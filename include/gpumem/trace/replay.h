@@ -36,7 +36,7 @@ struct PolicyResult {
 // under (ReplayReport::current_policy), and the setting that selects it.
 struct Advice {
   std::string policy;
-  std::string setting;           // policy_setting(policy)
+  std::string setting;             // policy_setting(policy)
   std::int64_t peak_reserved = 0;  // this policy's
   // Peak reserved, the current policy's less this one's; 0 when the current
   // one ran out (its peak stops where it did).
@@ -66,8 +66,8 @@ struct ReplayReport {
   // is left out, unlike TraceStats::peak_allocated.
   std::int64_t traced_peak = 0;
   std::size_t traced_peak_event = 0;
-  std::int64_t baseline = 0;          // allocated before the first event (Lifetimes::baseline)
-  std::int64_t lower_bound = 0;       // = traced_peak: no packing does better
+  std::int64_t baseline = 0;               // allocated before the first event (Lifetimes::baseline)
+  std::int64_t lower_bound = 0;            // = traced_peak: no packing does better
   std::vector<ContextBytes> live_at_peak;  // at traced_peak_event, by label, up to 10
   std::int64_t optimal_arena = 0;     // the planner's arena; 0 when skipped
   bool optimal_proven = false;

@@ -34,12 +34,12 @@ struct LargestAllocation {
 
 struct IterationReport {
   bool repeats = false;
-  std::size_t period = 0;          // allocations per iteration (the last complete one's)
+  std::size_t period = 0;            // allocations per iteration (the last complete one's)
   std::size_t first_allocation = 0;  // where the first iteration starts
   std::size_t iterations = 0;      // complete iterations seen
   std::size_t first_iteration_allocations = 0;  // more than period when it sets up state
-  std::size_t period_events = 0;   // trace events in the last complete iteration
-  std::int64_t bytes_per_iteration = 0;  // allocated in the last complete iteration
+  std::size_t period_events = 0;                // trace events in the last complete iteration
+  std::int64_t bytes_per_iteration = 0;         // allocated in the last complete iteration
   // Bytes still live (trace allocations, baseline included) at the end of
   // each iteration.
   std::vector<std::int64_t> live_after;
