@@ -181,7 +181,7 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   if (!lifetimes.allocations.empty())
     report.live_at_peak = live_by_label(trace, lifetimes, report.traced_peak_event, 10);
   for (const std::string& n : names) report.policies.push_back(run(lifetimes, steps, n, options.capacity));
-  report.current_policy = options.current_policy.empty() ? recorded_policy(trace.format) : options.current_policy;
+  report.current_policy = options.current_policy.empty() ? recorded_policy(trace) : options.current_policy;
   report.advice = advise(report);
 
   if (options.optimal_time_limit > 0 && !problem.buffers.empty()) {

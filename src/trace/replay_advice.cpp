@@ -17,11 +17,18 @@ const char* policy_setting(const std::string& policy) {
   return "";
 }
 
-std::string recorded_policy(const std::string& format) {
-  // What allocated the memory in each source, with its default settings:
-  // snapshots and profiler traces come from PyTorch's caching allocator,
-  // histories from gpumem's, logs from RMM's pool.
-  if (format == "pytorch-snapshot" || format == "chrome-trace") return "pytorch";
+std::string recorded_policy(const Trace& trace) {
+  // What allocated the memory in each source: snapshots and profiler traces
+  // come from PyTorch's caching allocator, histories from gpumem's, logs
+  // from RMM's pool. A snapshot's segments tell expandable segments apart;
+  // a profiler trace does not say.
+  const std::string& format = trace.format;
+  if (format == "pytorch-snapshot") {
+    const bool expandable = std::any_of(trace.segments.begin(), trace.segments.end(),
+                                        [](const SnapshotSegment& s) { return s.expandable; });
+    return expandable ? "pytorch-expandable" : "pytorch";
+  }
+  if (format == "chrome-trace") return "pytorch";
   if (format == "gpumem-history") return "gpumem";
   if (format == "rmm-log") return "rmm-pool";
   return "";  // MiniMalloc CSV: lifetimes, no allocator

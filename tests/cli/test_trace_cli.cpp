@@ -279,3 +279,15 @@ TEST(CliTrace, ASnapshotWithoutHistoryReportsItsSegments) {
 }
 
 }  // namespace
+
+namespace {
+
+// A snapshot whose segments are expandable was taken from a job that ran
+// with expandable_segments:True: advice compares against that.
+TEST(CliTrace, AdviceStartsFromTheSnapshotsOwnSetting) {
+  EXPECT_EQ(json_of("replay " + trace_path("snapshot_p4.pickle") + " --time-limit 0")["current_policy"],
+            "pytorch-expandable");
+  EXPECT_EQ(json_of("replay " + trace_path("snapshot_oom.pickle") + " --time-limit 0")["current_policy"], "pytorch");
+}
+
+}  // namespace

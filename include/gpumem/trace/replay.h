@@ -47,7 +47,7 @@ struct Advice {
 struct ReplayOptions {
   std::vector<std::string> policies;  // empty: all
   // The policy the trace was recorded under, which advice compares against;
-  // empty: recorded_policy(format).
+  // empty: recorded_policy(trace).
   std::string current_policy;
   std::size_t capacity = 0;           // device bytes; 0: unlimited (1 PiB)
   double optimal_time_limit = 5.0;    // seconds for the planner; 0 skips it
@@ -81,10 +81,11 @@ struct ReplayReport {
 
 // How a user selects a policy ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").
 const char* policy_setting(const std::string& policy);
-// The policy a source's allocator is with default settings: "pytorch" for
-// PyTorch snapshots and profiler traces, "gpumem" for gpumem's history,
-// "rmm-pool" for RMM logs; "" for MiniMalloc CSV.
-std::string recorded_policy(const std::string& format);
+// The policy a source's allocator is: "pytorch" for PyTorch snapshots and
+// profiler traces ("pytorch-expandable" for a snapshot whose segments are
+// expandable: the job ran with expandable_segments:True), "gpumem" for
+// gpumem's history, "rmm-pool" for RMM logs; "" for MiniMalloc CSV.
+std::string recorded_policy(const Trace& trace);
 // The policies of a report that beat its current_policy: every one that
 // fits where it runs out, or reserves less at the peak (BFC only against
 // BFC: PyTorch has no setting for it). Empty when current_policy was not
