@@ -1,0 +1,699 @@
+#!/usr/bin/python3
+"""Records one real PyTorch training step per configuration, with its ONNX graph.
+
+Ground truth for src/train (the memory of one training step predicted from a
+training-mode ONNX graph). Run by hand, not by CI (Debian's python3-torch 1.13,
+python3-torchvision 0.14 and python3-onnx, CPU only, hence the interpreter):
+
+    /usr/bin/python3 tools/record_training.py                 # all configurations
+    /usr/bin/python3 tools/record_training.py --only NAME ... # some of them
+    /usr/bin/python3 tools/record_training.py --dump NAME     # allocation list of a recorded step
+
+Each configuration runs in a fresh subprocess and writes, under tests/data/train/:
+
+  NAME.trace.json.gz  the profiled step (iteration 3), in the Chrome-trace
+                      format tools/record_trace.py writes (gpumem's reader
+                      takes it): "[memory]" instants, operators as "cpu_op",
+                      the ranges gpumem:zero_grad, gpumem:forward,
+                      gpumem:loss, gpumem:backward, gpumem:optimizer as
+                      "user_annotation". Operators also carry Kineto's
+                      "Input Dims" and "Input type" args (record_shapes).
+  NAME.facts.json     configuration, parameter / buffer / optimizer-state /
+                      batch / label bytes, resident bytes, the recorded peak,
+                      per-phase figures, and the ONNX initializer names.
+  NAME.onnx           the same model exported in training mode
+                      (opset 14, TrainingMode.TRAINING, no constant folding),
+                      graph-only (initializer data erased, dims kept,
+                      value_info removed), as tools/export_models.py does.
+
+How it is recorded. The subprocess enables the profiler (memory on, shapes
+on) *before* it builds the model and keeps it on through two warm-up
+iterations and the profiled third; only iteration 3's events are written.
+So every tensor alive in the step was allocated while memory profiling was
+on and "Total Allocated" is absolute: at the step's first event it is
+exactly resident + the gradients left by iteration 2 (checked, facts
+"untracked_bytes_at_step_start" is 0), and zero_grad(set_to_none=True)
+shows up as the frees of those gradients. (With the profiler enabled only
+for iteration 3, those frees would be invisible: the CPU allocator's
+reporter drops frees of blocks it did not see allocated.)
+
+Definitions (all bytes, CPU, one intra-op thread, so every event is on the
+main thread in a reproducible order):
+
+  resident_bytes            distinct storages (deduped by data_ptr) of
+                            parameters, buffers, optimizer state, input batch
+                            and labels, measured just before iteration 3.
+  "above resident"          Total Allocated - resident_bytes. The step starts
+                            at +gradient bytes (iteration 2's gradients) and
+                            zero_grad brings it to 0.
+  step_peak_allocated_bytes max Total Allocated during the step - resident_bytes
+                            (= the peak above resident; equal to what a
+                            profiler enabled for iteration 3 only would show as
+                            max Total Allocated minus its starting value).
+  recorded_peak_bytes       resident_bytes + step_peak_allocated_bytes
+                            (= the largest absolute Total Allocated of the step).
+  per phase                 allocated / freed / net bytes, allocation and free
+                            counts, and max_above_resident (largest running
+                            total, above resident, reached in the phase).
+
+Recorded figures (torch 1.13.0 CPU; MiB = 2^20 bytes; "above res." is relative to resident):
+
+  resnet18_sgd: resident 98371616 (93.81 MiB: params 44.59 [frozen 0.00], buffers 0.04, optimizer 44.59, batch 4.59, labels 64 B)
+    step peak above resident 210560424 (200.81 MiB), recorded peak 308932040 (294.62 MiB) in backward at event 624, op aten::empty (top-level autograd::engine::evaluate_function: ConvolutionBackward0)
+    step starts 44.59 MiB above resident (iteration 2's gradients 44.59 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580     46758632    -46758052       3     66       46758340
+    forward       367915340    195223120    172692220     249    169      182076928
+    loss              32296        32292            4       4      3      172724232
+    backward      754180048    880114236   -125934188     277    299      210560424
+    optimizer          1324         1328           -4     127    128       46758340
+    between              16            0           16       4      0      172692236
+
+  mobilenet_v2_sgd: resident 32992800 (31.46 MiB: params 13.37 [frozen 0.00], buffers 0.13, optimizer 13.37, batch 4.59, labels 64 B)
+    step peak above resident 630092980 (600.90 MiB), recorded peak 663085780 (632.37 MiB) in backward at event 1099, op aten::div (top-level autograd::engine::evaluate_function: MeanBackward1)
+    step starts 13.37 MiB above resident (iteration 2's gradients 13.37 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580     14020072    -14019492       3    162       14019780
+    forward       836757464    213722588    623034876     575    330      623075840
+    loss              32296        32292            4       4      3      623066888
+    backward     1257693008   1866708412   -609015404     471    562      630092980
+    optimizer          2476         2480           -4     319    320       14019780
+    between              16            0           16       4      0      623034892
+
+  transformer_adamw: resident 44480440 (42.42 MiB: params 14.13 [frozen 0.00], buffers 0.00, optimizer 28.27, batch 0.01, labels 8192 B)
+    step peak above resident 131899432 (125.79 MiB), recorded peak 176379872 (168.21 MiB) in backward at event 315, op aten::_log_softmax_backward_data (top-level autograd::engine::evaluate_function: LogSoftmaxBackward0)
+    step starts 14.13 MiB above resident (iteration 2's gradients 14.13 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580     14821864    -14821284       3     58       14821572
+    forward       187671056     63963636    123707420     163     75      123707424
+    loss            4096296      4096292            4       4      3      127803432
+    backward      176124116    285010272   -108886156     161    199      131899432
+    optimizer      29647028     29647032           -4     759    760       17418156
+    between              16            0           16       4      0      123707436
+
+  resnet18_frozen: resident 95639328 (91.21 MiB: params 44.59 [frozen 2.61], buffers 0.04, optimizer 41.99, batch 4.59, labels 64 B)
+    step peak above resident 62834600 (59.92 MiB), recorded peak 158473928 (151.13 MiB) in backward at event 634, op aten::empty (top-level autograd::engine::evaluate_function: ConvolutionBackward0)
+    step starts 41.99 MiB above resident (iteration 2's gradients 41.99 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580     44026344    -44025764       3     36       44026052
+    forward       367915340    342948944     24966396     249    209       51381248
+    loss              32296        32292            4       4      3       24998408
+    backward      223998544    204939196     19059348     136    148       62834600
+    optimizer           964          968           -4      67     68       44026052
+    between              16            0           16       4      0       44025764
+
+  transformer_bf16: resident 44480440 (42.42 MiB: params 14.13 [frozen 0.00], buffers 0.00, optimizer 28.27, batch 0.01, labels 8192 B)
+    step peak above resident 83652648 (79.78 MiB), recorded peak 128133088 (122.20 MiB) in backward at event 476, op aten::_log_softmax_backward_data (top-level autograd::engine::evaluate_function: LogSoftmaxBackward0)
+    step starts 14.13 MiB above resident (iteration 2's gradients 14.13 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580     14821864    -14821284       3     58       14821572
+    forward       131124920     57691852     73433068     251    129       74515184
+    loss            8192296      6144292      2048004       5      4       81625080
+    backward      156765340    217404712    -60639372     283    338       83652648
+    optimizer      29647028     29647032           -4     759    760       17418156
+    between              16        20432       -20416       4     17       75480568
+
+"""
+import argparse
+import decimal
+import gzip
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+OUT_DIR = REPO_ROOT / "tests" / "data" / "train"
+PHASES = ["zero_grad", "forward", "loss", "backward", "optimizer"]
+RANGE_PREFIX = "gpumem:"
+
+# --------------------------------------------------------------------------
+# Configurations
+# --------------------------------------------------------------------------
+
+CONFIGS = {
+    "resnet18_sgd": dict(model="torchvision.models.resnet18(num_classes=1000)", kind="resnet18", batch=8,
+                         input_shape=[8, 3, 224, 224], input_dtype="float32",
+                         optimizer="SGD", optimizer_args=dict(lr=0.1, momentum=0.9), frozen=None,
+                         precision="fp32", loss="cross_entropy(logits[8,1000], labels[8])"),
+    "mobilenet_v2_sgd": dict(model="torchvision.models.mobilenet_v2()", kind="mobilenet_v2", batch=8,
+                             input_shape=[8, 3, 224, 224], input_dtype="float32",
+                             optimizer="SGD", optimizer_args=dict(lr=0.1, momentum=0.9), frozen=None,
+                             precision="fp32", loss="cross_entropy(logits[8,1000], labels[8])"),
+    "transformer_adamw": dict(model="TinyLM: Embedding(1000,256) + learned positions [128,1,256] + "
+                                    "TransformerEncoder(4 x TransformerEncoderLayer(256, nhead=4, "
+                                    "dim_feedforward=1024, dropout=0.1, gelu, batch_first=False)) + "
+                                    "LayerNorm(256) + Linear(256,1000); forward returns logits "
+                                    "reshaped to [seq*batch, 1000]",
+                              kind="transformer", batch=8, input_shape=[128, 8], input_dtype="int64",
+                              optimizer="AdamW", optimizer_args=dict(lr=1e-3), frozen=None,
+                              precision="fp32", loss="cross_entropy(logits[1024,1000], labels[1024])"),
+    "resnet18_frozen": dict(model="torchvision.models.resnet18(num_classes=1000)", kind="resnet18", batch=8,
+                            input_shape=[8, 3, 224, 224], input_dtype="float32",
+                            optimizer="SGD", optimizer_args=dict(lr=0.1, momentum=0.9),
+                            frozen=r"^(conv1|bn1|layer1|layer2)\.",
+                            precision="fp32", loss="cross_entropy(logits[8,1000], labels[8])"),
+    "transformer_bf16": dict(model="TinyLM as transformer_adamw", kind="transformer", batch=8,
+                             input_shape=[128, 8], input_dtype="int64",
+                             optimizer="AdamW", optimizer_args=dict(lr=1e-3), frozen=None,
+                             precision="bf16 autocast (torch.autocast('cpu', dtype=torch.bfloat16)) around "
+                                       "forward and loss; weights, gradients and optimizer state fp32",
+                             loss="cross_entropy(logits[1024,1000], labels[1024])"),
+}
+
+
+def build(name):
+    """Model, optimizer, batch, labels and autocast dtype of a configuration (seeded)."""
+    import torch
+    import torchvision
+    from torch import nn
+
+    cfg = CONFIGS[name]
+    torch.manual_seed(0)
+    if cfg["kind"] == "resnet18":
+        model = torchvision.models.resnet18(num_classes=1000)
+    elif cfg["kind"] == "mobilenet_v2":
+        model = torchvision.models.mobilenet_v2()
+    else:
+        model = TinyLM()
+    model.train()
+    if cfg["frozen"]:
+        pattern = re.compile(cfg["frozen"])
+        for pname, p in model.named_parameters():
+            if pattern.search(pname):
+                p.requires_grad_(False)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if cfg["optimizer"] == "SGD":
+        optimizer = torch.optim.SGD(trainable, **cfg["optimizer_args"])
+    else:
+        optimizer = torch.optim.AdamW(trainable, **cfg["optimizer_args"])
+    if cfg["kind"] == "transformer":
+        x = torch.randint(0, 1000, tuple(cfg["input_shape"]))
+        y = torch.randint(0, 1000, (cfg["input_shape"][0] * cfg["input_shape"][1],))
+    else:
+        x = torch.randn(*cfg["input_shape"])
+        y = torch.randint(0, 1000, (cfg["batch"],))
+    autocast = torch.bfloat16 if name == "transformer_bf16" else None
+    return model, optimizer, x, y, autocast
+
+
+def tiny_lm_class():
+    from torch import nn
+
+    class TinyLM(nn.Module):
+        def __init__(self, vocab=1000, d_model=256, seq=128):
+            super().__init__()
+            self.vocab = vocab
+            self.embed = nn.Embedding(vocab, d_model)
+            self.pos = nn.Parameter(0.02 * __import__("torch").randn(seq, 1, d_model))
+            layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=4, dim_feedforward=1024, dropout=0.1,
+                                               activation="gelu", batch_first=False)
+            self.encoder = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(d_model)
+            self.head = nn.Linear(d_model, vocab)
+
+        def forward(self, tokens):  # tokens [seq, batch] int64
+            h = self.embed(tokens) + self.pos
+            h = self.norm(self.encoder(h))
+            return self.head(h).reshape(-1, self.vocab)
+
+    return TinyLM
+
+
+def TinyLM():
+    return tiny_lm_class()()
+
+
+# --------------------------------------------------------------------------
+# Recording (runs in the per-configuration subprocess)
+# --------------------------------------------------------------------------
+
+def storage_key(t):
+    s = t.storage() if hasattr(t, "storage") and not hasattr(t, "untyped_storage") else t.untyped_storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def tensors_bytes(tensors, seen):
+    """Bytes of the storages of `tensors` not yet in `seen` (and adds them)."""
+    total = 0
+    for t in tensors:
+        ptr, nbytes = storage_key(t)
+        if ptr in seen:
+            continue
+        seen.add(ptr)
+        total += nbytes
+    return total
+
+
+def optimizer_state_tensors(optimizer):
+    import torch
+
+    out = []
+    for state in optimizer.state.values():
+        for v in state.values():
+            if isinstance(v, torch.Tensor):
+                out.append(v)
+    return out
+
+
+def step(model, optimizer, x, y, autocast, ranges):
+    import torch
+    from torch.autograd.profiler import record_function
+    from contextlib import nullcontext
+
+    def rng(phase):
+        return record_function(RANGE_PREFIX + phase) if ranges else nullcontext()
+
+    cast = torch.autocast("cpu", dtype=autocast) if autocast is not None else nullcontext()
+    with rng("zero_grad"):
+        optimizer.zero_grad(set_to_none=True)
+    with cast:
+        with rng("forward"):
+            logits = model(x)
+        with rng("loss"):
+            loss = torch.nn.functional.cross_entropy(logits, y)
+            del logits  # as `loss = criterion(model(x), y)`: the logits die with the loss phase
+    with rng("backward"):
+        loss.backward()
+        del loss
+    with rng("optimizer"):
+        optimizer.step()
+
+
+def shapes_and_types(event):
+    try:
+        inputs = event.extra_fields.inputs
+        return [list(s) for s in inputs.shapes], [str(d) for d in inputs.dtypes]
+    except Exception:
+        return None, None
+
+
+def chrome_lines(roots, pid):
+    """tools/record_trace.py's to_chrome_events, plus Kineto's "Input Dims"/"Input type"
+    args on operators, and the gpumem:* ranges always kept."""
+    sys.path.insert(0, str(HERE))
+    from record_trace import DEVICE_TYPES, microseconds
+    from torch._C._profiler import RecordScope, _EventType
+
+    spans, memory = [], []
+
+    def walk(event):
+        if event.tag == _EventType.Allocation:
+            f = event.extra_fields
+            device = f.device
+            memory.append((event.start_time_ns, event.start_tid, {
+                "Total Reserved": f.total_reserved,
+                "Total Allocated": f.total_allocated,
+                "Bytes": f.alloc_size,
+                "Addr": f.ptr,
+                "Device Id": -1 if device.index is None else device.index,
+                "Device Type": DEVICE_TYPES[device.type],
+            }))
+            return True
+        has_memory = False
+        for child in event.children:
+            has_memory |= walk(child)
+        if event.tag == _EventType.TorchOp and (has_memory or event.name.startswith(RANGE_PREFIX)):
+            user = event.extra_fields.scope == RecordScope.USER_SCOPE
+            dims, types = (None, None) if user else shapes_and_types(event)
+            spans.append((event.start_time_ns, event.duration_time_ns, event.start_tid, event.name,
+                          "user_annotation" if user else "cpu_op", dims, types))
+        return has_memory
+
+    for root in roots:
+        walk(root)
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    memory.sort(key=lambda m: m[0])
+    lines = []
+    for ident, (start, duration, tid, name, category, dims, types) in enumerate(spans, 1):
+        args = {"External id": ident}
+        if dims is not None:
+            args["Input Dims"] = dims
+            args["Input type"] = types
+        lines.append(
+            f'{{"ph": "X", "cat": "{category}", "name": {json.dumps(name)}, "pid": {pid}, "tid": {tid}, '
+            f'"ts": {microseconds(start)}, "dur": {microseconds(duration)}, "args": {json.dumps(args, separators=(",", ":"))}}}')
+    for start, tid, args in memory:
+        lines.append(
+            f'{{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": {pid}, "tid": {tid}, '
+            f'"ts": {microseconds(start)}, "args": {json.dumps(args)}}}')
+    return lines, len(spans), len(memory)
+
+
+def write_atomically(path, data):
+    sys.path.insert(0, str(HERE))
+    from export_models import write_atomically as w
+    w(Path(path), data)
+
+
+def export_onnx(name, model, x):
+    """Training-mode ONNX export; returns (graph-only bytes, opset, initializer names)."""
+    import onnx
+    import torch
+    sys.path.insert(0, str(HERE))
+    from export_models import strip_to_graph_only
+
+    input_name = "tokens" if CONFIGS[name]["kind"] == "transformer" else "images"
+    last = None
+    for opset in (14, 15):
+        buf = io.BytesIO()
+        try:
+            torch.onnx.export(model, (x,), buf, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False, input_names=[input_name], output_names=["logits"])
+        except Exception as e:  # an op without an opset-14 export: try 15
+            last = e
+            continue
+        proto = onnx.load_from_string(buf.getvalue())
+        onnx.checker.check_model(proto)
+        strip_to_graph_only(proto.graph)
+        return proto.SerializeToString(), opset, proto, input_name
+    raise last
+
+
+def record_one(name, out_dir):
+    import torch
+    from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler
+    from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, _ExperimentalConfig
+
+    torch.set_num_threads(1)
+    cfg = CONFIGS[name]
+    config = ProfilerConfig(ProfilerState.KINETO,
+                            True,   # report_input_shapes (record_shapes)
+                            True,   # profile_memory
+                            False,  # with_stack
+                            False,  # with_flops
+                            False,  # with_modules
+                            _ExperimentalConfig())
+    activities = {ProfilerActivity.CPU}
+    t0 = time.time()
+    _prepare_profiler(config, activities)
+    _enable_profiler(config, activities)
+    try:
+        model, optimizer, x, y, autocast = build(name)
+        for _ in range(2):
+            step(model, optimizer, x, y, autocast, ranges=False)
+        # Resident bytes before iteration 3.
+        params = dict(model.named_parameters())
+        trainable = {n: p for n, p in params.items() if p.requires_grad}
+        frozen = {n: p for n, p in params.items() if not p.requires_grad}
+        buffers = dict(model.named_buffers())
+        opt_state = optimizer_state_tensors(optimizer)
+        seen = set()
+        figures = {}
+        figures["trainable_parameter_bytes"] = tensors_bytes(trainable.values(), seen)
+        figures["frozen_parameter_bytes"] = tensors_bytes(frozen.values(), seen)
+        figures["parameter_bytes"] = figures["trainable_parameter_bytes"] + figures["frozen_parameter_bytes"]
+        figures["buffer_bytes"] = tensors_bytes(buffers.values(), seen)
+        figures["optimizer_state_bytes"] = tensors_bytes(opt_state, seen)
+        figures["batch_bytes"] = tensors_bytes([x], seen)
+        figures["labels_bytes"] = tensors_bytes([y], seen)
+        resident = sum(figures[k] for k in ("parameter_bytes", "buffer_bytes", "optimizer_state_bytes",
+                                            "batch_bytes", "labels_bytes"))
+        grads = [p.grad for p in params.values() if p.grad is not None]
+        grad_bytes = tensors_bytes(grads, set())
+        opt_state_count = len(opt_state)
+        del grads, opt_state  # no extra references into the step (they would keep iteration 2's gradients alive)
+        opt_state_kinds = sorted({k for s in optimizer.state.values() for k in s})
+        step(model, optimizer, x, y, autocast, ranges=True)
+    finally:
+        result = _disable_profiler()
+    run_s = time.time() - t0
+    roots = result.experimental_event_tree()
+    # Iteration 3 starts at the (last, only) gpumem:zero_grad range.
+    start = max(r.start_time_ns for r in roots if r.name == RANGE_PREFIX + "zero_grad")
+    step_roots = [r for r in roots if r.start_time_ns >= start]
+    lines, n_spans, n_memory = chrome_lines(step_roots, os.getpid())
+    text = ('{"schemaVersion": 1, "deviceProperties": [], "traceName": '
+            + json.dumps(f"{name}: one training step (iteration 3), torch {torch.__version__}") + ',\n'
+            + '"traceEvents": [\n' + ",\n".join(lines) + "\n]}\n")
+    gz = gzip.compress(text.encode(), mtime=0)
+    trace_path = out_dir / f"{name}.trace.json.gz"
+    write_atomically(trace_path, gz)
+
+    # ONNX (after profiling: export traces the model once, in training mode).
+    onnx_bytes, opset, proto, input_name = export_onnx(name, model, x)
+    onnx_path = out_dir / f"{name}.onnx"
+    write_atomically(onnx_path, onnx_bytes)
+    inits = []
+    for init in proto.graph.initializer:
+        entry = {"name": init.name, "dims": list(init.dims),
+                 "data_type": __import__("onnx").TensorProto.DataType.Name(init.data_type)}
+        if init.name in params:
+            entry["kind"] = "parameter"
+            entry["trainable"] = init.name in trainable
+        elif init.name in buffers:
+            entry["kind"] = "buffer"
+        else:
+            entry["kind"] = "other"
+        inits.append(entry)
+
+    analysis = analyze(parse_trace(text), resident)
+    trainable_count = sum(p.numel() for p in trainable.values())
+    frozen_count = sum(p.numel() for p in frozen.values())
+    facts = {
+        "name": name,
+        "torch_version": torch.__version__,
+        "config": {
+            "model": cfg["model"],
+            "mode": "model.train()",
+            "batch": cfg["batch"],
+            "input_shape": cfg["input_shape"],
+            "input_dtype": cfg["input_dtype"],
+            "labels_shape": list(y.shape),
+            "optimizer": cfg["optimizer"],
+            "optimizer_hyperparameters": {k: v for k, v in optimizer.defaults.items()
+                                          if isinstance(v, (int, float, bool, str, type(None), tuple, list))},
+            "foreach": optimizer.defaults.get("foreach"),
+            "foreach_note": "None = torch 1.13's default, which on CPU tensors is the per-parameter "
+                            "(for-loop) implementation",
+            "precision": cfg["precision"],
+            "frozen_parameter_pattern": cfg["frozen"],
+            "loss": cfg["loss"],
+            "zero_grad": "optimizer.zero_grad(set_to_none=True)",
+            "warmup_iterations": 2,
+            "profiled_iteration": 3,
+            "torch_num_threads": 1,
+            "seed": 0,
+        },
+        "parameter_count": trainable_count + frozen_count,
+        "trainable_parameter_count": trainable_count,
+        "frozen_parameter_count": frozen_count,
+        "parameter_tensors": len(params),
+        "trainable_parameter_tensors": len(trainable),
+        **figures,
+        "optimizer_state_tensors": opt_state_count,
+        "optimizer_state_kinds": opt_state_kinds,
+        "resident_bytes": resident,
+        "gradient_bytes_at_step_start": grad_bytes,
+        "step_start_allocated_bytes": analysis["start_total"],
+        "untracked_bytes_at_step_start": analysis["start_total"] - resident - grad_bytes,
+        "step_peak_allocated_bytes": analysis["peak_total"] - resident,
+        "recorded_peak_bytes": analysis["peak_total"],
+        "step_end_above_resident_bytes": analysis["end_total"] - resident,
+        "peak": analysis["peak"],
+        "phases": analysis["phases"],
+        "trace": {"file": trace_path.name, "operators": n_spans, "memory_events": n_memory,
+                  "gzip_bytes": len(gz)},
+        "onnx": {"file": onnx_path.name, "opset": opset, "training_mode": "TrainingMode.TRAINING",
+                 "do_constant_folding": False, "input_names": [input_name], "output_names": ["logits"],
+                 "bytes": len(onnx_bytes),
+                 "initializer_naming": "PyTorch parameter / buffer names (model.named_parameters(), "
+                                       "named_buffers()), e.g. layer1.0.conv1.weight",
+                 "initializers": inits},
+        "record_seconds": round(run_s, 1),
+    }
+    if name == "transformer_bf16":
+        facts["onnx"]["same_graph_as"] = "transformer_adamw.onnx (exported without autocast)"
+    write_atomically(out_dir / f"{name}.facts.json", (json.dumps(facts, indent=1) + "\n").encode())
+    print(summary(facts))
+
+
+# --------------------------------------------------------------------------
+# Trace analysis (shared by facts and --dump; reads the written trace)
+# --------------------------------------------------------------------------
+
+def to_ns(value):
+    return int(decimal.Decimal(value) * 1000)
+
+
+def parse_trace(text):
+    doc = json.loads(text, parse_float=decimal.Decimal)
+    spans, memory = [], []
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X":
+            start = to_ns(e["ts"])
+            spans.append(dict(start=start, end=start + to_ns(e["dur"]), tid=e["tid"], name=e["name"],
+                              cat=e["cat"], dims=e.get("args", {}).get("Input Dims")))
+        elif e.get("name") == "[memory]":
+            a = e["args"]
+            memory.append(dict(ts=to_ns(e["ts"]), tid=e["tid"], bytes=a["Bytes"], total=a["Total Allocated"],
+                               addr=a["Addr"]))
+    spans.sort(key=lambda s: (s["start"], -(s["end"] - s["start"])))
+    memory.sort(key=lambda m: m["ts"])  # stable: file order within a timestamp
+    # Enclosing spans of every memory event, outermost first.
+    for m in memory:
+        m["stack"] = [s for s in spans if s["tid"] == m["tid"] and s["start"] <= m["ts"] <= s["end"]]
+        m["phase"] = next((s["name"][len(RANGE_PREFIX):] for s in m["stack"]
+                           if s["name"].startswith(RANGE_PREFIX)), "between")
+        ops = [s for s in m["stack"] if s["cat"] == "cpu_op"]
+        m["op"] = ops[-1]["name"] if ops else "-"
+        # Shapes of the innermost enclosing operator that has tensor inputs (aten::empty has none).
+        m["op_dims"] = next((o["dims"] for o in reversed(ops) if o["dims"] and any(o["dims"])), None)
+        m["parent"] = ops[-2]["name"] if len(ops) > 1 else "-"
+        m["top"] = ops[0]["name"] if ops else "-"
+        # The innermost enclosing record_function range other than gpumem:* (Optimizer.step#..., etc.)
+        users = [s["name"] for s in m["stack"] if s["cat"] == "user_annotation"
+                 and not s["name"].startswith(RANGE_PREFIX)]
+        m["range"] = users[-1] if users else ""
+    # Pair allocations and frees by address.
+    live = {}
+    for i, m in enumerate(memory):
+        m["index"] = i
+        m["freed_at"] = None
+        m["allocated_at"] = None
+        if m["bytes"] > 0:
+            live[m["addr"]] = i
+        else:
+            j = live.pop(m["addr"], None)
+            if j is not None:
+                memory[j]["freed_at"] = i
+                m["allocated_at"] = j
+    return memory
+
+
+def analyze(memory, resident):
+    start_total = memory[0]["total"] - memory[0]["bytes"]
+    phases = {p: dict(allocated_bytes=0, freed_bytes=0, net_bytes=0, allocations=0, frees=0,
+                      max_above_resident=None, start_above_resident=None) for p in PHASES}
+    peak = None
+    for m in memory:
+        ph = phases.setdefault(m["phase"], dict(allocated_bytes=0, freed_bytes=0, net_bytes=0, allocations=0,
+                                                frees=0, max_above_resident=None, start_above_resident=None))
+        if ph["start_above_resident"] is None:
+            ph["start_above_resident"] = m["total"] - m["bytes"] - resident
+        if m["bytes"] > 0:
+            ph["allocated_bytes"] += m["bytes"]
+            ph["allocations"] += 1
+        else:
+            ph["freed_bytes"] += -m["bytes"]
+            ph["frees"] += 1
+        ph["net_bytes"] += m["bytes"]
+        above = m["total"] - resident
+        if ph["max_above_resident"] is None or above > ph["max_above_resident"]:
+            ph["max_above_resident"] = above
+        if peak is None or m["total"] > peak["total"]:
+            peak = m
+    return dict(start_total=start_total, peak_total=peak["total"], end_total=memory[-1]["total"],
+                phases=phases,
+                peak=dict(event_index=peak["index"], phase=peak["phase"], op=peak["op"], parent_op=peak["parent"],
+                          top_level_op=peak["top"], range=peak["range"], bytes=peak["bytes"],
+                          above_resident=peak["total"] - resident))
+
+
+def mib(b):
+    return f"{b / 2**20:.2f}"
+
+
+def summary(facts):
+    p = facts["peak"]
+    out = [f"{facts['name']}: resident {facts['resident_bytes']} ({mib(facts['resident_bytes'])} MiB: params "
+           f"{mib(facts['parameter_bytes'])} [frozen {mib(facts['frozen_parameter_bytes'])}], buffers "
+           f"{mib(facts['buffer_bytes'])}, optimizer {mib(facts['optimizer_state_bytes'])}, batch "
+           f"{mib(facts['batch_bytes'])}, labels {facts['labels_bytes']} B)",
+           f"  step peak above resident {facts['step_peak_allocated_bytes']} ({mib(facts['step_peak_allocated_bytes'])}"
+           f" MiB), recorded peak {facts['recorded_peak_bytes']} ({mib(facts['recorded_peak_bytes'])} MiB) "
+           f"in {p['phase']} at event {p['event_index']}, op {p['op']} (top-level {p['top_level_op']})",
+           f"  step starts {mib(facts['step_start_allocated_bytes'] - facts['resident_bytes'])} MiB above resident "
+           f"(iteration 2's gradients {mib(facts['gradient_bytes_at_step_start'])} MiB; untracked "
+           f"{facts['untracked_bytes_at_step_start']} B)",
+           f"  {'phase':10s} {'allocated':>12s} {'freed':>12s} {'net':>12s} {'#alloc':>7s} {'#free':>6s} "
+           f"{'max above res':>14s}"]
+    for name, ph in facts["phases"].items():
+        out.append(f"  {name:10s} {ph['allocated_bytes']:12d} {ph['freed_bytes']:12d} {ph['net_bytes']:12d} "
+                   f"{ph['allocations']:7d} {ph['frees']:6d} {ph['max_above_resident'] if ph['max_above_resident'] is not None else '-':>14}")
+    return "\n".join(out)
+
+
+def dump(name_or_path):
+    path = Path(name_or_path)
+    if not path.exists():
+        path = OUT_DIR / f"{name_or_path}.trace.json.gz"
+    with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
+        memory = parse_trace(f.read())
+    facts_path = Path(str(path).replace(".trace.json.gz", ".facts.json"))
+    resident = json.loads(facts_path.read_text())["resident_bytes"] if facts_path.exists() else None
+    base = resident if resident is not None else memory[0]["total"] - memory[0]["bytes"]
+    print(f"# {path}: {len(memory)} memory events; 'above' = Total Allocated - "
+          f"{'resident_bytes' if resident is not None else 'step start'} ({base})")
+    print("# idx phase op<parent [shapes] bytes above fate   (fate: alloc -> 'free@IDX phase' or 'LIVE' at step end;"
+          " free -> '<-IDX' its allocation, '<-?' allocated before the step)")
+    for m in memory:
+        if m["bytes"] > 0:
+            fate = f"free@{m['freed_at']} {memory[m['freed_at']]['phase']}" if m["freed_at"] is not None else "LIVE"
+        else:
+            fate = f"<-{m['allocated_at']}" if m["allocated_at"] is not None else "<-?"
+        dims = ""
+        if m["op_dims"]:
+            dims = " " + ",".join("x".join(map(str, d)) if d else "_" for d in m["op_dims"])
+        rng = f" {{{m['range']}}}" if m["range"] else ""
+        print(f"{m['index']} {m['phase']} {m['op']}<{m['parent']}{rng}{dims} {m['bytes']:+d} {m['total'] - base} {fate}")
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+
+def update_docstring_table(out_dir):
+    rows = []
+    for name in CONFIGS:
+        fp = out_dir / f"{name}.facts.json"
+        if fp.exists():
+            rows.append(summary(json.loads(fp.read_text())))
+    table = "\n\n".join(rows)
+    table = "\n".join(("  " + l) if l else l for l in table.splitlines())
+    me = Path(__file__).resolve()
+    src = me.read_text()
+    head, sep, rest = src.partition("Recorded figures (")
+    first_line, nl, after = rest.partition("\n")
+    _, q, tail = after.partition('\n"""\n')
+    new = head + sep + first_line + nl + "\n" + table + "\n" + q + tail
+    write_atomically(me, new.encode())
+    os.chmod(me, 0o755)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\nRecorded figures")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=list(CONFIGS), help="record these configurations only")
+    parser.add_argument("--out", default=str(OUT_DIR), help="output directory (default: tests/data/train)")
+    parser.add_argument("--dump", metavar="NAME", help="print the recorded step's allocations and frees "
+                        "(a configuration name or a .trace.json.gz path)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the per-configuration subprocess
+    parser.add_argument("--no-docstring", action="store_true", help="do not rewrite this file's figure table")
+    args = parser.parse_args()
+    if args.dump:
+        dump(args.dump)
+        return 0
+    out_dir = Path(args.out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        record_one(args.one, out_dir)
+        return 0
+    for name in args.only or list(CONFIGS):
+        t = time.time()
+        rc = subprocess.call([sys.executable, str(Path(__file__).resolve()), "--one", name, "--out", str(out_dir)])
+        print(f"  ({name}: {time.time() - t:.1f} s, rc {rc})", flush=True)
+        if rc:
+            return rc
+    if not args.no_docstring and out_dir == OUT_DIR.resolve():
+        update_docstring_table(out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
