@@ -19,9 +19,13 @@ std::optional<DType> dtype_flag(const std::string& flag, const std::string& valu
 
 }  // namespace
 
-void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
+void add_shape_flags(CLI::App& cmd, ModelFlags& flags) {
   cmd.add_option("--batch", flags.batch, "Bind the first dimension of every graph input")->check(kPositiveInteger);
   add_list_option(cmd, "--dim", flags.dims, "Bind a symbolic dimension", "NAME=VALUE");
+}
+
+void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
+  add_shape_flags(cmd, flags);
   cmd.add_option("--dtype", flags.dtype,
                  "Price floating weights and activations as this type (fp32|fp16|bf16|int8...)");
   cmd.add_option("--weights-dtype", flags.weights_dtype, "Price floating weights as this type");

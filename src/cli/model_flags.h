@@ -19,6 +19,8 @@ struct ModelFlags {
 };
 
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
+// --batch and --dim only, for commands that price tensors themselves.
+void add_shape_flags(CLI::App& cmd, ModelFlags& flags);
 
 // Throws InputError naming the flag when a value is malformed.
 InspectOptions to_inspect_options(const ModelFlags& flags);

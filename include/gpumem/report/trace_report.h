@@ -1,6 +1,6 @@
 #pragma once
 // Reports of `gpumem trace stats` and `gpumem replay`: readable text in
-// binary units, and JSON documents with exact bytes (schemas in the README).
+// binary units, and JSON documents with exact bytes (schemas in docs/trace.md).
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -1,0 +1,17 @@
+#pragma once
+// Reports of `gpumem train`: readable text and one JSON document (schema in
+// docs/train.md, "JSON: train").
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gpumem/train/training_step.h"
+
+namespace gpumem {
+
+inline constexpr int kTrainSchemaVersion = 1;
+
+std::string render_train_text(const train::TrainingStep& step, int top = 10);
+nlohmann::ordered_json train_to_json(const train::TrainingStep& step, int top = 10);
+
+}  // namespace gpumem

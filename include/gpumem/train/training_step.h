@@ -1,0 +1,112 @@
+#pragma once
+// `gpumem train`: the memory of one training step, predicted from the
+// model's forward graph (an ONNX export in training mode): the forward pass
+// with what autograd keeps for backward, the loss, the backward pass in
+// reverse, and the optimizer step. Every byte the step would allocate is an
+// allocation with a lifetime, so the prediction is also a trace that
+// `gpumem replay` runs under allocator policies.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpumem/model/inspect.h"
+#include "gpumem/trace/trace.h"
+
+namespace gpumem::train {
+
+enum class Optimizer : std::uint8_t { kSgd, kSgdMomentum, kAdam, kAdamW, kAdafactor, kAdam8bit };
+enum class Precision : std::uint8_t { kFp32, kAmpFp16, kAmpBf16, kBf16 };
+enum class Loss : std::uint8_t { kCrossEntropy, kMse, kNone };
+enum class Device : std::uint8_t { kCuda, kCpu };
+enum class Phase : std::uint8_t { kResident, kForward, kLoss, kBackward, kOptimizer };
+
+const char* to_string(Optimizer o);
+const char* to_string(Precision p);
+const char* to_string(Loss l);
+const char* to_string(Device d);
+const char* to_string(Phase p);
+
+struct TrainOptions {
+  InspectOptions model;  // --batch, --dim (pricing is set by `precision`)
+  Optimizer optimizer = Optimizer::kAdamW;
+  Precision precision = Precision::kFp32;
+  Loss loss = Loss::kCrossEntropy;
+  std::string frozen;             // ECMAScript regex over parameter names; empty: none frozen
+  bool grads_set_to_none = true;  // zero_grad(set_to_none=True), PyTorch 2's default
+  bool first_step = false;        // optimizer states are created during this step
+  Device device = Device::kCuda;
+  // The optimizer's multi-tensor (foreach) implementation; its temporaries
+  // span every parameter at once. Default: on for CUDA (PyTorch 2's
+  // default), off for CPU (PyTorch's for-loop implementation there).
+  std::optional<bool> foreach;
+};
+
+// What a byte at the peak is.
+enum class Category : std::uint8_t {
+  kWeights,           // parameters and buffers (BatchNorm running statistics)
+  kGradients,         // parameters' gradients, kept until the optimizer step
+  kOptimizerStates,   // momentum, Adam's moments...
+  kInputs,            // the batch and its labels
+  kSavedActivations,  // forward tensors autograd keeps for backward
+  kTransient,         // the rest: outputs not kept, activation gradients, scratch
+};
+const char* to_string(Category c);
+inline constexpr int kCategories = 6;
+
+// One allocation of the predicted step. Times are step indices: the
+// allocation exists on [alloc_time, free_time) and an op's outputs are
+// allocated before its dying inputs are freed.
+struct Allocation {
+  std::string tensor;  // what it holds: a tensor's name, "grad of X", "exp_avg of W"
+  std::string op;      // the op that allocated it
+  Phase phase = Phase::kForward;
+  Category category = Category::kTransient;
+  uint64_t bytes = 0;
+  int alloc_time = 0;
+  int free_time = 0;  // > alloc_time; the end of the step for what outlives it
+};
+
+struct TimelinePoint {
+  int time = 0;
+  Phase phase = Phase::kForward;
+  std::string op;
+  uint64_t live_bytes = 0;
+};
+
+struct TrainingStep {
+  Model model;
+  TrainOptions options;
+  std::vector<Allocation> allocations;  // in allocation order (resident first)
+  std::vector<TimelinePoint> timeline;  // one per step time
+  int end_time = 0;                     // the step's last time + 1
+  uint64_t peak_bytes = 0;
+  int peak_time = 0;
+  Phase peak_phase = Phase::kForward;
+  std::string peak_op;
+  uint64_t breakdown[kCategories] = {};  // bytes live at the peak, by category; sums to peak_bytes
+  uint64_t steady_state_bytes = 0;       // weights + optimizer states (+ gradients unless set to none)
+  uint64_t parameter_bytes = 0;          // trainable and frozen
+  uint64_t trainable_parameters = 0;     // elements
+  uint64_t frozen_parameters = 0;
+  // What the usual estimators count: weights + gradients + optimizer states.
+  uint64_t static_estimate_bytes = 0;
+  std::vector<std::string> assumptions;  // ops without a rule, with the conservative rule used
+  std::vector<std::string> warnings;     // e.g. a graph exported in inference mode
+  // Bytes allocated per phase, and the largest live total reached in it.
+  uint64_t allocated_in_phase[5] = {};
+  uint64_t peak_in_phase[5] = {};
+};
+
+// Loads the model and predicts one step. Throws InputError (one line, naming
+// the file) on unknown shapes, a graph without an output for the loss, or a
+// --frozen that is not a valid regex.
+TrainingStep predict_training_step(const std::string& path, const TrainOptions& options);
+// The same for a model already loaded.
+TrainingStep predict_training_step(Model model, const TrainOptions& options);
+
+// The step as a gpumem trace: one alloc and one free event per allocation,
+// in time order, with "<phase>: <op>" as context, on device 0. What is
+// resident before the step is allocated first.
+trace::Trace step_trace(const TrainingStep& step);
+
+}  // namespace gpumem::train

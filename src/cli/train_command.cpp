@@ -1,0 +1,89 @@
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/model_flags.h"
+#include "gpumem/report/train_report.h"
+#include "gpumem/trace/formats.h"
+
+namespace gpumem::cli {
+
+Action add_train_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "One training step's memory, predicted op by op from the model graph");
+  struct Args {
+    std::string model;
+    ModelFlags flags;
+    std::string optimizer = "adamw", precision = "fp32", loss = "cross-entropy", grads = "set-to-none";
+    std::string step = "steady", device = "cuda", foreach, frozen, trace_out;
+    int top = 10;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
+  add_shape_flags(*cmd, args->flags);
+  cmd->add_option("--optimizer", args->optimizer,
+                  "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit (default adamw)")
+      ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adam8bit"}));
+  cmd->add_option("--precision", args->precision, "fp32 | amp-fp16 | amp-bf16 | bf16 (default fp32)")
+      ->check(CLI::IsMember({"fp32", "amp-fp16", "amp-bf16", "bf16"}));
+  cmd->add_option("--loss", args->loss, "cross-entropy | mse | none, over the graph's first output")
+      ->check(CLI::IsMember({"cross-entropy", "mse", "none"}));
+  cmd->add_option("--frozen", args->frozen, "Parameters whose name matches this regular expression are frozen");
+  cmd->add_option("--grads", args->grads, "set-to-none (zero_grad's default) | zero: gradients kept between steps")
+      ->check(CLI::IsMember({"set-to-none", "zero"}));
+  cmd->add_option("--step", args->step, "steady (optimizer states exist) | first (they are created)")
+      ->check(CLI::IsMember({"steady", "first"}));
+  cmd->add_option("--device", args->device, "cuda | cpu: the kernels' own allocations differ (default cuda)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd->add_option("--foreach", args->foreach,
+                  "on | off: the optimizer's multi-tensor implementation (default: on for cuda)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
+      ->check(kNonNegativeInteger);
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/train.md)");
+  cmd->add_option("--trace", args->trace_out,
+                  "Write the predicted step as a gpumem trace (replay it, or convert it for memory_viz)");
+
+  return [args]() {
+    static const std::map<std::string, train::Optimizer> optimizers = {{"sgd", train::Optimizer::kSgd},
+                                                                       {"sgd-momentum", train::Optimizer::kSgdMomentum},
+                                                                       {"adam", train::Optimizer::kAdam},
+                                                                       {"adamw", train::Optimizer::kAdamW},
+                                                                       {"adafactor", train::Optimizer::kAdafactor},
+                                                                       {"adam8bit", train::Optimizer::kAdam8bit}};
+    static const std::map<std::string, train::Precision> precisions = {{"fp32", train::Precision::kFp32},
+                                                                       {"amp-fp16", train::Precision::kAmpFp16},
+                                                                       {"amp-bf16", train::Precision::kAmpBf16},
+                                                                       {"bf16", train::Precision::kBf16}};
+    static const std::map<std::string, train::Loss> losses = {
+        {"cross-entropy", train::Loss::kCrossEntropy}, {"mse", train::Loss::kMse}, {"none", train::Loss::kNone}};
+    train::TrainOptions o;
+    o.model = to_inspect_options(args->flags);
+    o.optimizer = optimizers.at(args->optimizer);
+    o.precision = precisions.at(args->precision);
+    o.loss = losses.at(args->loss);
+    o.frozen = args->frozen;
+    o.grads_set_to_none = args->grads == "set-to-none";
+    o.first_step = args->step == "first";
+    o.device = args->device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
+    if (!args->foreach.empty()) o.foreach = args->foreach == "on";
+    const train::TrainingStep step = train::predict_training_step(args->model, o);
+    if (!args->trace_out.empty()) {
+      std::ostringstream history;
+      trace::write_history(train::step_trace(step), history);
+      trace::write_trace_file(args->trace_out, history.str());
+    }
+    if (args->json) {
+      std::fputs((train_to_json(step, args->top).dump(2) + "\n").c_str(), stdout);
+    } else {
+      std::fputs(render_train_text(step, args->top).c_str(), stdout);
+    }
+    return 0;
+  };
+}
+
+}  // namespace gpumem::cli

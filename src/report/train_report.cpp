@@ -1,0 +1,129 @@
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpumem/common/units.h"
+#include "gpumem/report/train_report.h"
+
+namespace gpumem {
+namespace {
+
+using train::Allocation;
+using train::Category;
+using train::TrainingStep;
+
+// The `top` largest allocations live at the peak, largest first.
+std::vector<const Allocation*> largest_at_peak(const TrainingStep& s, int top) {
+  std::vector<const Allocation*> live;
+  for (const auto& a : s.allocations) {
+    if (a.alloc_time <= s.peak_time && s.peak_time < a.free_time) live.push_back(&a);
+  }
+  std::stable_sort(live.begin(), live.end(), [](const auto* a, const auto* b) { return a->bytes > b->bytes; });
+  if (live.size() > static_cast<size_t>(std::max(top, 0))) live.resize(static_cast<size_t>(std::max(top, 0)));
+  return live;
+}
+
+std::string settings(const train::TrainOptions& o) {
+  return fmt::format("{}, {}, loss {}, grads {}, {} step, device {}{}", to_string(o.optimizer), to_string(o.precision),
+                     to_string(o.loss), o.grads_set_to_none ? "set to none" : "zeroed",
+                     o.first_step ? "first" : "steady", to_string(o.device),
+                     o.foreach ? (*o.foreach ? ", foreach" : ", for-loop") : "");
+}
+
+constexpr train::Phase kPhases[] = {train::Phase::kResident, train::Phase::kForward, train::Phase::kLoss,
+                                    train::Phase::kBackward, train::Phase::kOptimizer};
+
+}  // namespace
+
+std::string render_train_text(const TrainingStep& s, int top) {
+  std::string out;
+  auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
+  line(fmt::format("Training step {} (predicted)", s.model.path));
+  line(fmt::format("            {}", settings(s.options)));
+  line(fmt::format("Parameters  {} trainable, {} frozen ({})", format_count(s.trainable_parameters),
+                   format_count(s.frozen_parameters), format_bytes(s.parameter_bytes)));
+  line();
+  line(
+      fmt::format("Peak        {:>12}  in {} at '{}'", format_bytes(s.peak_bytes), to_string(s.peak_phase), s.peak_op));
+  for (int c = 0; c < train::kCategories; ++c) {
+    line(fmt::format("  {:<18}{:>12}", to_string(static_cast<Category>(c)), format_bytes(s.breakdown[c])));
+  }
+  line(fmt::format("Steady      {:>12}  carried from step to step: weights and optimizer states{}",
+                   format_bytes(s.steady_state_bytes), s.options.grads_set_to_none ? "" : " and gradients"));
+  line(fmt::format("Usual estimate {:>9}  weights + gradients + optimizer states; activations and temporaries add {}",
+                   format_bytes(s.static_estimate_bytes),
+                   format_bytes(s.peak_bytes > s.static_estimate_bytes ? s.peak_bytes - s.static_estimate_bytes : 0)));
+  line();
+  line(fmt::format("{:<12}{:>12}  {:>12}", "phase", "allocated", "peak live"));
+  for (const auto phase : kPhases) {
+    const int p = static_cast<int>(phase);
+    line(fmt::format("  {:<10}{:>12}  {:>12}", to_string(phase), format_bytes(s.allocated_in_phase[p]),
+                     format_bytes(s.peak_in_phase[p])));
+  }
+  const auto largest = largest_at_peak(s, top);
+  if (!largest.empty()) {
+    line();
+    line("Largest tensors live at the peak");
+    for (const auto* a : largest) {
+      line(fmt::format("  {:>12}  {:<18} {}  ({})", format_bytes(a->bytes), to_string(a->category), a->tensor, a->op));
+    }
+  }
+  if (!s.assumptions.empty()) {
+    line();
+    line(fmt::format("Assumptions: {} op(s) without a rule, counted conservatively:", s.assumptions.size()));
+    for (size_t i = 0; i < s.assumptions.size() && i < 10; ++i) line("  " + s.assumptions[i]);
+    if (s.assumptions.size() > 10) line(fmt::format("  and {} more (see --json)", s.assumptions.size() - 10));
+  }
+  for (const auto& w : s.warnings) line("warning: " + w);
+  return out;
+}
+
+nlohmann::ordered_json train_to_json(const TrainingStep& s, int top) {
+  using json = nlohmann::ordered_json;
+  const auto& o = s.options;
+  json doc;
+  doc["schema_version"] = kTrainSchemaVersion;
+  doc["model"] = s.model.path;
+  doc["settings"] = {{"optimizer", to_string(o.optimizer)},
+                     {"precision", to_string(o.precision)},
+                     {"loss", to_string(o.loss)},
+                     {"frozen", o.frozen},
+                     {"grads", o.grads_set_to_none ? "set-to-none" : "zero"},
+                     {"step", o.first_step ? "first" : "steady"},
+                     {"device", to_string(o.device)},
+                     {"foreach", o.foreach ? json(*o.foreach) : json(nullptr)}};
+  doc["parameters"] = {
+      {"trainable", s.trainable_parameters}, {"frozen", s.frozen_parameters}, {"bytes", s.parameter_bytes}};
+  doc["peak_bytes"] = s.peak_bytes;
+  doc["peak_phase"] = to_string(s.peak_phase);
+  doc["peak_op"] = s.peak_op;
+  json breakdown;
+  for (int c = 0; c < train::kCategories; ++c) breakdown[to_string(static_cast<Category>(c))] = s.breakdown[c];
+  doc["breakdown"] = breakdown;
+  doc["steady_state_bytes"] = s.steady_state_bytes;
+  doc["static_estimate_bytes"] = s.static_estimate_bytes;
+  json phases = json::array();
+  for (const auto phase : kPhases) {
+    const int p = static_cast<int>(phase);
+    phases.push_back({{"phase", to_string(phase)},
+                      {"allocated_bytes", s.allocated_in_phase[p]},
+                      {"peak_bytes", s.peak_in_phase[p]}});
+  }
+  doc["phases"] = phases;
+  json largest = json::array();
+  for (const auto* a : largest_at_peak(s, top)) {
+    largest.push_back(
+        {{"tensor", a->tensor}, {"op", a->op}, {"category", to_string(a->category)}, {"bytes", a->bytes}});
+  }
+  doc["largest_at_peak"] = largest;
+  json timeline = json::array();
+  for (const auto& p : s.timeline) {
+    timeline.push_back({{"time", p.time}, {"phase", to_string(p.phase)}, {"op", p.op}, {"live_bytes", p.live_bytes}});
+  }
+  doc["timeline"] = timeline;
+  doc["assumptions"] = s.assumptions;
+  doc["warnings"] = s.warnings;
+  return doc;
+}
+
+}  // namespace gpumem

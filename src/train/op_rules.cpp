@@ -1,0 +1,247 @@
+#include "train/op_rules.h"
+
+#include <algorithm>
+
+#include "gpumem/model/dtype.h"
+
+namespace gpumem::train {
+namespace {
+
+using Grad = OpRule::Grad;
+
+const Value* value(const StepGraph& g, const Op& op, size_t i) {
+  return i < op.inputs.size() && op.inputs[i] >= 0 ? &g.values[static_cast<size_t>(op.inputs[i])] : nullptr;
+}
+
+bool rg(const StepGraph& g, const Op& op, size_t i) {
+  const Value* v = value(g, op, i);
+  return v && v->requires_grad;
+}
+
+// Every input that requires grad gets a freshly computed gradient.
+std::vector<Grad> allocated_grads(const StepGraph& g, const Op& op) {
+  std::vector<Grad> grads(op.inputs.size(), Grad::kNone);
+  for (size_t i = 0; i < op.inputs.size(); ++i) grads[i] = rg(g, op, i) ? Grad::kAllocated : Grad::kNone;
+  return grads;
+}
+
+// Input 0 is differentiable, the others are not (sizes, axes, indices).
+std::vector<Grad> first_input_grad(const StepGraph& g, const Op& op, Grad how) {
+  std::vector<Grad> grads(op.inputs.size(), Grad::kNone);
+  if (!grads.empty() && rg(g, op, 0)) grads[0] = how;
+  return grads;
+}
+
+uint64_t float32_bytes(uint64_t elements) { return elements * 4; }
+
+}  // namespace
+
+uint64_t elements_of(const Value& v) {
+  const int bits = dtype_bits(v.dtype);
+  return bits > 0 ? v.bytes * 8 / static_cast<uint64_t>(bits) : 0;
+}
+
+OpRule rule_for(const Op& op, const StepGraph& g, Device device, bool input_dies) {
+  OpRule r;
+  const std::string& k = op.kind;
+  const Value* x = value(g, op, 0);
+  const uint64_t x_elements = x ? elements_of(*x) : 0;
+  const Value* out = op.outputs.empty() || op.outputs[0] < 0 ? nullptr : &g.values[static_cast<size_t>(op.outputs[0])];
+  const uint64_t out_elements = out ? elements_of(*out) : 0;
+
+  if (is_view_op(k) || k == "Concat") {
+    // A view's gradient is a view of the output's; cat's backward narrows it.
+    r.source = k == "Concat" ? "derivatives.yaml: cat -> cat_tensors_backward (narrowed views)"
+                             : "views (reshape, transpose, squeeze, slice): the gradient is a view";
+    r.grads.assign(op.inputs.size(), Grad::kNone);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (rg(g, op, i)) r.grads[i] = Grad::kPassThrough;
+    }
+    if (k != "Concat") r.grads.resize(std::min<size_t>(r.grads.size(), 1));
+    r.grads.resize(op.inputs.size(), Grad::kNone);
+    return r;
+  }
+  if (k == "convolution") {
+    r.source = "derivatives.yaml: convolution -> convolution_backward(grad, input, weight)";
+    r.saved_inputs = {0, 1};
+    r.grads = allocated_grads(g, op);
+    if (device == Device::kCpu) {
+      // oneDNN (mkldnn_convolution) reorders into its own buffers: forward,
+      // the input and the weight, then an output it copies out; backward,
+      // the output's gradient and the input for the weight's gradient, and
+      // a weight gradient it copies out (recorded with torch 1.13).
+      const uint64_t in = x ? x->bytes : 0, w = value(g, op, 1) ? value(g, op, 1)->bytes : 0;
+      const uint64_t o = out ? out->bytes : 0;
+      r.extras = {{"oneDNN buffers", std::max(in + w, o), false}};
+      r.backward_scratch = std::max(o + in, w);
+    }
+    return r;
+  }
+  if (k == "linear") {
+    // addmm / mm: mat1's gradient needs mat2 (a parameter), mat2's needs mat1.
+    r.source = "derivatives.yaml: addmm, mm -> mm_mat1_backward(grad, mat2), mm_mat2_backward(grad, mat1)";
+    if (rg(g, op, 1)) r.saved_inputs.push_back(0);
+    if (rg(g, op, 0)) r.saved_inputs.push_back(1);
+    r.grads = allocated_grads(g, op);
+    return r;
+  }
+  if (k == "MatMul" || k == "Mul") {
+    r.source = k == "MatMul" ? "derivatives.yaml: bmm, matmul -> grad.bmm(mat2^T), self^T.bmm(grad)"
+                             : "derivatives.yaml: mul -> mul_tensor_backward(grad, other), (grad, self)";
+    if (rg(g, op, 1)) r.saved_inputs.push_back(0);
+    if (rg(g, op, 0)) r.saved_inputs.push_back(1);
+    r.grads = allocated_grads(g, op);
+    return r;
+  }
+  if (k == "Div") {
+    r.source =
+        "derivatives.yaml: div.Tensor -> div_tensor_self_backward(grad, other), div_tensor_other_backward(grad, self, "
+        "other)";
+    if (rg(g, op, 0) || rg(g, op, 1)) r.saved_inputs.push_back(1);
+    if (rg(g, op, 1)) r.saved_inputs.push_back(0);
+    r.grads = allocated_grads(g, op);
+    return r;
+  }
+  if (k == "Add" || k == "Sub") {
+    // The gradient flows through unchanged (negated for Sub's other); a
+    // broadcast input gets it summed to its shape.
+    r.source = "derivatives.yaml: add, sub -> handle_r_to_c(grad), maybe_multiply(-grad, alpha)";
+    r.grads.assign(op.inputs.size(), Grad::kNone);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (!rg(g, op, i)) continue;
+      const bool same_size = value(g, op, i)->bytes == (out ? out->bytes : 0);
+      r.grads[i] = same_size && !(k == "Sub" && i == 1) ? Grad::kPassThrough : Grad::kAllocated;
+    }
+    return r;
+  }
+  if (k == "batch_norm") {
+    // native_batch_norm keeps the input and its fp32 mean and inverse std
+    // per channel; the running statistics are buffers updated in place.
+    r.source =
+        "derivatives.yaml: native_batch_norm -> batch_norm_backward(grad, input, weight, running_mean, running_var, "
+        "result1, result2)";
+    const Value* scale = value(g, op, 1);
+    const uint64_t channels = scale ? elements_of(*scale) : 0;
+    r.saved_inputs = {0};
+    r.extras = {{"save_mean", float32_bytes(channels), op.needs_backward},
+                {"save_invstd", float32_bytes(channels), op.needs_backward}};
+    r.grads = allocated_grads(g, op);
+    // The CPU kernel's backward computes into a temporary as large as the input.
+    if (device == Device::kCpu) r.backward_scratch = x ? x->bytes : 0;
+    for (size_t i = 3; i < r.grads.size(); ++i) r.grads[i] = Grad::kNone;
+    return r;
+  }
+  if (k == "layer_norm") {
+    r.source =
+        "derivatives.yaml: native_layer_norm -> native_layer_norm_backward(grad, input, normalized_shape, result1, "
+        "result2, weight, bias)";
+    const Value* gamma = value(g, op, 1);
+    const uint64_t row = gamma ? std::max<uint64_t>(elements_of(*gamma), 1) : 1;
+    const uint64_t rows = x_elements / row;
+    r.saved_inputs = {0};
+    r.extras = {{"mean", float32_bytes(rows), op.needs_backward}, {"rstd", float32_bytes(rows), op.needs_backward}};
+    r.grads = allocated_grads(g, op);
+    return r;
+  }
+  if (k == "Relu" || k == "LeakyRelu" || k == "Elu") {
+    // torchvision's blocks run these in place (ReLU(inplace=True)) on a
+    // tensor nothing else reads; the result is what backward needs.
+    r.source = "derivatives.yaml: relu_, leaky_relu_, elu_ -> threshold_backward(grad, result, 0) and kin";
+    r.in_place = input_dies;
+    r.saved_output = true;
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "Clip") {
+    // ReLU6 (hardtanh_) in place: its backward reads the input it
+    // overwrites, so autograd keeps a clone of it (recorded with torch 1.13).
+    r.source =
+        "derivatives.yaml: hardtanh_ -> hardtanh_backward(grad, self, min, max): self is cloned before it is "
+        "overwritten";
+    r.in_place = input_dies;
+    if (r.in_place) {
+      r.extras = {{"clone of " + (x ? x->name : std::string("input")), x ? x->bytes : 0, op.needs_backward}};
+    } else {
+      r.saved_inputs = {0};
+    }
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "Sigmoid" || k == "Tanh" || k == "Exp" || k == "Sqrt" || k == "Softmax" || k == "LogSoftmax") {
+    r.source = "derivatives.yaml: sigmoid, tanh, exp, sqrt, _softmax, _log_softmax -> backward from result";
+    r.saved_output = true;
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "gelu" || k == "Erf" || k == "Log" || k == "Pow" || k == "Reciprocal" || k == "Neg" || k == "Abs" ||
+      k == "HardSwish" || k == "HardSigmoid" || k == "Softplus" || k == "Sin" || k == "Cos") {
+    r.source = "derivatives.yaml: gelu, erf, log, pow, reciprocal, abs, hardswish, softplus -> backward from self";
+    if (k != "Neg") r.saved_inputs = {0};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "Dropout") {
+    // CUDA: native_dropout keeps a bool mask. CPU (torch 1.13 to 2.x):
+    // dropout is input * (bernoulli noise / (1 - p)), and mul keeps the fp32
+    // noise.
+    r.source = device == Device::kCuda
+                   ? "derivatives.yaml: native_dropout -> native_dropout_backward(grad, result1, scale)"
+                   : "aten/src/ATen/native/Dropout.cpp: _dropout_impl -> input * noise; mul keeps noise";
+    r.extras = {{device == Device::kCuda ? "dropout mask" : "dropout noise",
+                 device == Device::kCuda ? x_elements : (x ? x->bytes : 0), op.needs_backward}};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "MaxPool") {
+    r.source =
+        "derivatives.yaml: max_pool2d_with_indices -> max_pool2d_with_indices_backward(grad, self, ..., result1)";
+    r.saved_inputs = {0};
+    r.extras = {{"indices", out_elements * 8, op.needs_backward}};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "GlobalAveragePool" || k == "AveragePool" || k == "ReduceMean" || k == "ReduceSum" || k == "Cast" ||
+      k == "Pad" || k == "Tile" || (k == "Gather" && !rg(g, op, 0))) {
+    r.source = "derivatives.yaml: mean, sum, avg_pool2d, _to_copy, constant_pad_nd, repeat -> from sizes alone";
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "Gather") {
+    // embedding(weight, indices) and index_select keep the indices.
+    r.source = "derivatives.yaml: embedding -> embedding_backward(grad, indices, ...)";
+    r.saved_inputs = {1};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "Where") {
+    r.source = "derivatives.yaml: where -> where(condition, grad, 0)";
+    r.saved_inputs = {0};
+    r.grads = allocated_grads(g, op);
+    r.grads[0] = Grad::kNone;
+    return r;
+  }
+  if (k == "nll_loss") {
+    r.source =
+        "derivatives.yaml: nll_loss_forward -> nll_loss_backward(grad, self, target, weight, reduction, ignore_index, "
+        "total_weight)";
+    r.saved_inputs = {1};
+    r.extras = {{"total_weight", 4, op.needs_backward}};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "mse_loss") {
+    r.source = "derivatives.yaml: mse_loss -> mse_loss_backward(grad, self, target, reduction)";
+    r.saved_inputs = {0, 1};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  // No rule: keep every input and the output, allocate every gradient.
+  r.known = false;
+  r.source = "no rule: assumed to keep all its inputs and its output, and to allocate a gradient per input";
+  for (size_t i = 0; i < op.inputs.size(); ++i) r.saved_inputs.push_back(static_cast<int>(i));
+  r.saved_output = true;
+  r.grads = allocated_grads(g, op);
+  return r;
+}
+
+}  // namespace gpumem::train

@@ -1,0 +1,490 @@
+#include "gpumem/train/training_step.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/model/onnx_loader.h"
+#include "train/op_rules.h"
+#include "train/optimizer_rules.h"
+#include "train/step_graph.h"
+
+namespace gpumem::train {
+
+const char* to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::kSgd: return "sgd";
+    case Optimizer::kSgdMomentum: return "sgd-momentum";
+    case Optimizer::kAdam: return "adam";
+    case Optimizer::kAdamW: return "adamw";
+    case Optimizer::kAdafactor: return "adafactor";
+    case Optimizer::kAdam8bit: return "adam8bit";
+  }
+  return "?";
+}
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kAmpFp16: return "amp-fp16";
+    case Precision::kAmpBf16: return "amp-bf16";
+    case Precision::kBf16: return "bf16";
+  }
+  return "?";
+}
+const char* to_string(Loss l) {
+  switch (l) {
+    case Loss::kCrossEntropy: return "cross-entropy";
+    case Loss::kMse: return "mse";
+    case Loss::kNone: return "none";
+  }
+  return "?";
+}
+const char* to_string(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
+const char* to_string(Phase p) {
+  switch (p) {
+    case Phase::kResident: return "resident";
+    case Phase::kForward: return "forward";
+    case Phase::kLoss: return "loss";
+    case Phase::kBackward: return "backward";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+const char* to_string(Category c) {
+  switch (c) {
+    case Category::kWeights: return "weights";
+    case Category::kGradients: return "gradients";
+    case Category::kOptimizerStates: return "optimizer_states";
+    case Category::kInputs: return "inputs";
+    case Category::kSavedActivations: return "saved_activations";
+    case Category::kTransient: return "transient";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kNever = -1;
+
+// Builds the step's allocations: forward, loss, backward, optimizer.
+class Simulator {
+ public:
+  Simulator(StepGraph g, const TrainOptions& o, TrainingStep& out) : g_(std::move(g)), o_(o), out_(out) {}
+
+  void run() {
+    add_loss();
+    plan_times();
+    resident();
+    forward();
+    backward();
+    optimizer();
+    finish();
+  }
+
+ private:
+  StepGraph g_;
+  const TrainOptions& o_;
+  TrainingStep& out_;
+  std::vector<Phase> phase_of_time_;
+  std::vector<std::string> op_of_time_;
+  std::vector<int> time_of_op_;     // forward time per op
+  std::vector<int> backward_time_;  // per op, kNever when it has no backward
+  std::vector<OpRule> rules_;
+  std::vector<int> storage_;  // per value: its allocation index, -1 none
+  std::vector<int> grad_;     // per gradient root: the allocation holding its gradient, -1 none
+  // A value's gradient is its view base's: a view's gradient is a view of
+  // its base's. (In-place results share storage, not gradients.)
+  std::vector<int> grad_root_;
+  std::vector<int> release_;  // per allocation: the time after which it may go (free_time = release + 1)
+  int loss_value_ = -1;
+  size_t forward_ops_ = 0;
+
+  int add_value(std::string name, uint64_t bytes, DType dtype, bool input = false) {
+    Value v;
+    v.name = std::move(name);
+    v.bytes = bytes;
+    v.dtype = dtype;
+    v.input = input;
+    g_.values.push_back(std::move(v));
+    return static_cast<int>(g_.values.size()) - 1;
+  }
+
+  // The loss over the graph's first output.
+  void add_loss() {
+    forward_ops_ = g_.ops.size();
+    if (o_.loss == Loss::kNone) {
+      loss_value_ = g_.graph_outputs.empty() ? -1 : g_.graph_outputs.front();
+      return;
+    }
+    const int logits = g_.graph_outputs.front();
+    const Value& l = g_.values[static_cast<size_t>(logits)];
+    const uint64_t elements = elements_of(l);
+    const int64_t classes = l.dims.empty() ? 1 : std::max<int64_t>(l.dims.back(), 1);
+    // Autocast runs the loss in fp32.
+    const bool low = l.dtype != DType::Float && o_.precision != Precision::kBf16;
+    const DType loss_type = low ? DType::Float : l.dtype;
+    const uint64_t width = static_cast<uint64_t>(dtype_bits(loss_type) / 8);
+    if (o_.loss == Loss::kCrossEntropy) {
+      const uint64_t rows = elements / static_cast<uint64_t>(classes);
+      const int labels = add_value("labels", rows * 8, DType::Int64, true);
+      const int logp = add_value("log_softmax of " + l.name, elements * width, loss_type);
+      loss_value_ = add_value("loss", width, loss_type);
+      g_.ops.push_back(Op{"LogSoftmax", "cross_entropy/log_softmax", {logits}, {logp}, false});
+      g_.ops.push_back(Op{"nll_loss", "cross_entropy/nll_loss", {logp, labels}, {loss_value_}, false});
+    } else {
+      const int target = add_value("target", elements * width, loss_type, true);
+      loss_value_ = add_value("loss", width, loss_type);
+      g_.ops.push_back(Op{"mse_loss", "mse_loss", {logits, target}, {loss_value_}, false});
+    }
+    for (size_t k = forward_ops_; k < g_.ops.size(); ++k) {
+      Op& op = g_.ops[k];
+      op.needs_backward = g_.values[static_cast<size_t>(op.inputs[0])].requires_grad;
+      for (int out : op.outputs) g_.values[static_cast<size_t>(out)].requires_grad = op.needs_backward;
+    }
+  }
+
+  // Ops whose outputs lead to the loss run backward; the rest never do.
+  void plan_times() {
+    grad_root_.resize(g_.values.size());
+    for (size_t v = 0; v < g_.values.size(); ++v) grad_root_[v] = root(static_cast<int>(v));
+    std::vector<bool> on_path(g_.values.size(), false);
+    if (loss_value_ >= 0) on_path[static_cast<size_t>(loss_value_)] = true;
+    std::vector<bool> runs_backward(g_.ops.size(), false);
+    for (size_t k = g_.ops.size(); k-- > 0;) {
+      Op& op = g_.ops[k];
+      if (!op.needs_backward) continue;
+      const bool leads = std::any_of(op.outputs.begin(), op.outputs.end(),
+                                     [&](int o) { return o >= 0 && on_path[static_cast<size_t>(root(o))]; });
+      if (!leads) continue;
+      runs_backward[k] = true;
+      for (int in : op.inputs) {
+        if (in >= 0 && g_.values[static_cast<size_t>(in)].requires_grad) on_path[static_cast<size_t>(root(in))] = true;
+      }
+    }
+    rules_.reserve(g_.ops.size());
+    std::vector<int> last_reader(g_.values.size(), -1);
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      for (int in : g_.ops[k].inputs) {
+        if (in >= 0) last_reader[static_cast<size_t>(root(in))] = static_cast<int>(k);
+      }
+    }
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      Op& op = g_.ops[k];
+      op.needs_backward = runs_backward[k];
+      const int in0 = op.inputs.empty() || op.inputs[0] < 0 ? -1 : root(op.inputs[0]);
+      const bool dies = in0 >= 0 && last_reader[static_cast<size_t>(in0)] == static_cast<int>(k) &&
+                        !g_.values[static_cast<size_t>(in0)].parameter && !g_.values[static_cast<size_t>(in0)].input &&
+                        !g_.values[static_cast<size_t>(in0)].buffer;
+      rules_.push_back(rule_for(op, g_, o_.device, dies));
+      if (!rules_.back().known) {
+        out_.assumptions.push_back(fmt::format("{} ({}): {}", op.name, op.kind, rules_.back().source));
+      }
+    }
+    // Time 0: what is resident. Then one time per op, forward and loss,
+    // then backward in reverse, then the optimizer.
+    phase_of_time_.push_back(Phase::kResident);
+    op_of_time_.push_back("");
+    time_of_op_.assign(g_.ops.size(), kNever);
+    backward_time_.assign(g_.ops.size(), kNever);
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      time_of_op_[k] = static_cast<int>(phase_of_time_.size());
+      phase_of_time_.push_back(k < forward_ops_ ? Phase::kForward : Phase::kLoss);
+      op_of_time_.push_back(g_.ops[k].name);
+    }
+    for (size_t k = g_.ops.size(); k-- > 0;) {
+      if (!g_.ops[k].needs_backward) continue;
+      backward_time_[k] = static_cast<int>(phase_of_time_.size());
+      phase_of_time_.push_back(Phase::kBackward);
+      op_of_time_.push_back(g_.ops[k].name);
+    }
+  }
+
+  int root(int v) const {
+    while (g_.values[static_cast<size_t>(v)].alias_of >= 0) v = g_.values[static_cast<size_t>(v)].alias_of;
+    return v;
+  }
+
+  int allocate(std::string tensor, std::string op, Category category, uint64_t bytes, int time) {
+    Allocation a;
+    a.tensor = std::move(tensor);
+    a.op = std::move(op);
+    a.phase = phase_of_time_[static_cast<size_t>(time)];
+    a.category = category;
+    a.bytes = bytes;
+    a.alloc_time = time;
+    a.free_time = kNever;
+    out_.allocations.push_back(std::move(a));
+    release_.push_back(time);
+    return static_cast<int>(out_.allocations.size()) - 1;
+  }
+
+  void hold(int allocation, int until) {
+    if (allocation >= 0)
+      release_[static_cast<size_t>(allocation)] = std::max(release_[static_cast<size_t>(allocation)], until);
+  }
+
+  int storage_of(int value) const { return storage_[static_cast<size_t>(root(value))]; }
+
+  void resident() {
+    storage_.assign(g_.values.size(), -1);
+    grad_.assign(g_.values.size(), -1);
+    for (size_t id = 0; id < g_.values.size(); ++id) {
+      const Value& v = g_.values[id];
+      if (v.alias_of >= 0 || v.bytes == 0) continue;
+      if (v.parameter || v.buffer) {
+        storage_[id] = allocate(v.name, v.buffer ? "buffer" : "parameter", Category::kWeights, v.bytes, 0);
+        hold(storage_[id], kForever);
+        if (v.parameter) {
+          out_.parameter_bytes += v.bytes;
+          (v.trainable ? out_.trainable_parameters : out_.frozen_parameters) += elements_of(v);
+        }
+      } else if (v.input) {
+        storage_[id] = allocate(v.name, "batch", Category::kInputs, v.bytes, 0);
+        hold(storage_[id], kForever);
+      }
+    }
+    for (int p : g_.parameters) {
+      const Value& v = g_.values[static_cast<size_t>(p)];
+      if (!v.trainable || v.bytes == 0) continue;
+      if (!o_.first_step) {
+        for (const auto& s : optimizer_states(o_.optimizer, v)) {
+          hold(allocate(s.name + " of " + v.name, "optimizer state", Category::kOptimizerStates, s.bytes, 0), kForever);
+        }
+      }
+      if (!o_.grads_set_to_none) {
+        grad_[static_cast<size_t>(p)] = allocate("grad of " + v.name, "zero_grad", Category::kGradients, v.bytes, 0);
+        hold(grad_[static_cast<size_t>(p)], kForever);
+      }
+    }
+  }
+
+  static constexpr int kForever = 1 << 30;
+
+  void forward() {
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      const Op& op = g_.ops[k];
+      const OpRule& r = rules_[k];
+      const int t = time_of_op_[k];
+      const int bt = backward_time_[k];
+      for (int in : op.inputs) {
+        if (in >= 0) hold(storage_of(in), t);
+      }
+      for (size_t i = 0; i < op.outputs.size(); ++i) {
+        const int o = op.outputs[i];
+        if (o < 0) continue;
+        Value& v = g_.values[static_cast<size_t>(o)];
+        if (v.alias_of >= 0) continue;
+        if (i == 0 && r.in_place && !op.inputs.empty() && op.inputs[0] >= 0) {
+          v.alias_of = root(op.inputs[0]);
+          continue;
+        }
+        if (v.bytes == 0) continue;
+        storage_[static_cast<size_t>(o)] = allocate(v.name, op.name, Category::kTransient, v.bytes, t);
+      }
+      if (bt == kNever) {
+        for (const Extra& e : r.extras) allocate(e.what + " of " + op.name, op.name, Category::kTransient, e.bytes, t);
+        continue;
+      }
+      // What backward needs stays until the op's backward has run.
+      auto keep = [&](int allocation) {
+        if (allocation < 0) return;
+        hold(allocation, bt);
+        Allocation& a = out_.allocations[static_cast<size_t>(allocation)];
+        if (a.category == Category::kTransient) a.category = Category::kSavedActivations;
+      };
+      for (int i : r.saved_inputs) {
+        if (static_cast<size_t>(i) < op.inputs.size() && op.inputs[static_cast<size_t>(i)] >= 0) {
+          keep(storage_of(op.inputs[static_cast<size_t>(i)]));
+        }
+      }
+      if (r.saved_output && !op.outputs.empty() && op.outputs[0] >= 0) keep(storage_of(op.outputs[0]));
+      for (const Extra& e : r.extras) {
+        const int a = allocate(e.what + " of " + op.name, op.name, Category::kTransient, e.bytes, t);
+        if (e.saved) keep(a);
+      }
+    }
+  }
+
+  // A gradient arrives for `value` at time t: the first one is its
+  // gradient; later ones are added into it in place (AccumulateGrad and
+  // autograd's InputBuffer), their own memory freed right after.
+  void arrive(int value, int contribution, int t) {
+    const int r = grad_root_[static_cast<size_t>(value)];
+    const Value& v = g_.values[static_cast<size_t>(r)];
+    int& grad = grad_[static_cast<size_t>(r)];
+    if (grad < 0) {
+      grad = contribution;
+      if (v.parameter && contribution >= 0) {
+        Allocation& a = out_.allocations[static_cast<size_t>(contribution)];
+        if (a.alloc_time == t) a.category = Category::kGradients;
+        hold(contribution, kForever);
+      }
+      return;
+    }
+    // Accumulated into the existing gradient; a fresh contribution goes.
+    if (contribution >= 0 && out_.allocations[static_cast<size_t>(contribution)].alloc_time == t) hold(contribution, t);
+  }
+
+  void backward() {
+    bool first = true;
+    for (size_t k = g_.ops.size(); k-- > 0;) {
+      const Op& op = g_.ops[k];
+      const int t = backward_time_[k];
+      if (t == kNever) continue;
+      const OpRule& r = rules_[k];
+      if (first) {
+        // loss.backward() starts from a gradient of ones.
+        first = false;
+        const Value& loss = g_.values[static_cast<size_t>(loss_value_)];
+        grad_[static_cast<size_t>(grad_root_[static_cast<size_t>(loss_value_)])] =
+            allocate("grad of " + loss.name, "backward", Category::kTransient, loss.bytes, t);
+      }
+      const int out = op.outputs.empty() || op.outputs[0] < 0 ? -1 : op.outputs[0];
+      const int grad_out = out >= 0 ? grad_[static_cast<size_t>(grad_root_[static_cast<size_t>(out)])] : -1;
+      hold(grad_out, t);
+      for (size_t i = 0; i < op.inputs.size() && i < r.grads.size(); ++i) {
+        const int in = op.inputs[i];
+        if (in < 0 || !g_.values[static_cast<size_t>(in)].requires_grad) continue;
+        if (r.grads[i] == OpRule::Grad::kAllocated) {
+          const Value& target = g_.values[static_cast<size_t>(grad_root_[static_cast<size_t>(in)])];
+          const int a = allocate("grad of " + target.name, op.name, Category::kTransient, target.bytes, t);
+          arrive(in, a, t);
+        } else if (r.grads[i] == OpRule::Grad::kPassThrough) {
+          arrive(in, grad_out, t);
+        }
+      }
+      if (r.backward_scratch > 0)
+        allocate("scratch of " + op.name, op.name, Category::kTransient, r.backward_scratch, t);
+    }
+    // Each activation's gradient is needed until its producer's backward.
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      if (backward_time_[k] == kNever) continue;
+      for (int o : g_.ops[k].outputs) {
+        if (o >= 0) hold(grad_[static_cast<size_t>(grad_root_[static_cast<size_t>(o)])], backward_time_[k]);
+      }
+    }
+  }
+
+  void optimizer() {
+    const bool foreach = o_.foreach.value_or(o_.device == Device::kCuda);
+    std::vector<const Value*> trainable;
+    for (int p : g_.parameters) {
+      const Value& v = g_.values[static_cast<size_t>(p)];
+      if (v.trainable && v.bytes > 0 && grad_[static_cast<size_t>(p)] >= 0) trainable.push_back(&v);
+    }
+    auto new_time = [&](std::string what) {
+      phase_of_time_.push_back(Phase::kOptimizer);
+      op_of_time_.push_back(std::move(what));
+      return static_cast<int>(phase_of_time_.size()) - 1;
+    };
+    if (foreach) {
+      const int t = new_time(fmt::format("{} step (foreach)", to_string(o_.optimizer)));
+      if (o_.first_step) {
+        for (const Value* v : trainable) create_states(*v, t);
+      }
+      if (const uint64_t temp = foreach_temporary_bytes(o_.optimizer, trainable); temp > 0) {
+        allocate("foreach temporaries", "optimizer step", Category::kTransient, temp, t);
+      }
+      return;
+    }
+    for (const Value* v : trainable) {
+      const int t = new_time(fmt::format("{} step of {}", to_string(o_.optimizer), v->name));
+      if (o_.first_step) create_states(*v, t);
+      if (const uint64_t temp = for_loop_temporary_bytes(o_.optimizer, *v); temp > 0) {
+        allocate("update of " + v->name, "optimizer step", Category::kTransient, temp, t);
+      }
+    }
+  }
+
+  void create_states(const Value& v, int t) {
+    for (const auto& s : optimizer_states(o_.optimizer, v)) {
+      hold(allocate(s.name + " of " + v.name, "optimizer step", Category::kOptimizerStates, s.bytes, t), kForever);
+    }
+  }
+
+  void finish() {
+    const int end = static_cast<int>(phase_of_time_.size());
+    out_.end_time = end;
+    for (size_t i = 0; i < out_.allocations.size(); ++i) {
+      Allocation& a = out_.allocations[i];
+      const int release = release_[i];
+      a.free_time = release >= kForever ? end : std::min(release + 1, end);
+      if (a.free_time <= a.alloc_time) a.free_time = a.alloc_time + 1;
+    }
+    std::vector<int64_t> delta(static_cast<size_t>(end) + 1, 0);
+    for (const auto& a : out_.allocations) {
+      delta[static_cast<size_t>(a.alloc_time)] += static_cast<int64_t>(a.bytes);
+      delta[static_cast<size_t>(a.free_time)] -= static_cast<int64_t>(a.bytes);
+      out_.allocated_in_phase[static_cast<int>(a.phase)] += a.bytes;
+    }
+    int64_t live = 0;
+    for (int t = 0; t < end; ++t) {
+      live += delta[static_cast<size_t>(t)];
+      const Phase phase = phase_of_time_[static_cast<size_t>(t)];
+      out_.timeline.push_back({t, phase, op_of_time_[static_cast<size_t>(t)], static_cast<uint64_t>(live)});
+      auto& phase_peak = out_.peak_in_phase[static_cast<int>(phase)];
+      phase_peak = std::max(phase_peak, static_cast<uint64_t>(live));
+      if (static_cast<uint64_t>(live) > out_.peak_bytes) {
+        out_.peak_bytes = static_cast<uint64_t>(live);
+        out_.peak_time = t;
+      }
+    }
+    out_.peak_phase = phase_of_time_[static_cast<size_t>(out_.peak_time)];
+    out_.peak_op = op_of_time_[static_cast<size_t>(out_.peak_time)];
+    for (const auto& a : out_.allocations) {
+      if (a.alloc_time <= out_.peak_time && out_.peak_time < a.free_time) {
+        out_.breakdown[static_cast<int>(a.category)] += a.bytes;
+      }
+      const bool carried = a.category == Category::kWeights || a.category == Category::kOptimizerStates ||
+                           (a.category == Category::kGradients && !o_.grads_set_to_none);
+      if (carried && a.free_time == end) out_.steady_state_bytes += a.bytes;
+      if (a.category == Category::kWeights || a.category == Category::kGradients ||
+          a.category == Category::kOptimizerStates) {
+        if (a.free_time == end) out_.static_estimate_bytes += a.bytes;
+      }
+    }
+  }
+};
+
+PricingOptions pricing_for(Precision p) {
+  PricingOptions pricing;
+  switch (p) {
+    case Precision::kFp32: break;
+    case Precision::kAmpFp16: pricing.activations_as = DType::Float16; break;
+    case Precision::kAmpBf16: pricing.activations_as = DType::BFloat16; break;
+    case Precision::kBf16: pricing.weights_as = pricing.activations_as = DType::BFloat16; break;
+  }
+  return pricing;
+}
+
+}  // namespace
+
+TrainingStep predict_training_step(Model model, const TrainOptions& options) {
+  TrainingStep step;
+  step.options = options;
+  const MemoryAnalysis analysis = analyze_memory(model.graph, pricing_for(options.precision));
+  StepGraph g = build_step_graph(model.graph, analysis, options.frozen, model.path);
+  if (g.graph_outputs.empty()) throw InputError(model.path + ": the graph has no output to compute a loss from");
+  if (g.has_batch_norm && !g.batch_statistics) {
+    step.warnings.push_back(
+        "BatchNormalization runs on running statistics: the model was exported in inference mode; export it with "
+        "torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING) for a training step's memory");
+  }
+  const bool any_trainable = std::any_of(g.parameters.begin(), g.parameters.end(),
+                                         [&](int p) { return g.values[static_cast<size_t>(p)].trainable; });
+  if (!any_trainable) {
+    step.warnings.push_back("no parameter is trainable (--frozen matches them all): the step computes no gradient");
+  }
+  step.model = std::move(model);
+  Simulator(std::move(g), options, step).run();
+  return step;
+}
+
+TrainingStep predict_training_step(const std::string& path, const TrainOptions& options) {
+  return predict_training_step(load_onnx_model(path, options.model.load), options);
+}
+
+}  // namespace gpumem::train
