@@ -53,8 +53,65 @@ main thread in a reproducible order):
   recorded_peak_bytes       resident_bytes + step_peak_allocated_bytes
                             (= the largest absolute Total Allocated of the step).
   per phase                 allocated / freed / net bytes, allocation and free
-                            counts, and max_above_resident (largest running
-                            total, above resident, reached in the phase).
+                            counts, max_above_resident (largest running
+                            total, above resident, reached in the phase),
+                            max_above_step_start (the same, minus the Total
+                            Allocated just before the step's first event,
+                            i.e. also minus iteration 2's gradients) and
+                            start_above_resident (at the phase's first event).
+                            Phase "between": events outside the five ranges
+                            (record_function handles, autocast's cache).
+
+Reading the traces. `gpumem trace stats` reads every file; it reports
+"frees of addresses the trace never allocated" (skipped; --strict rejects
+them): the zero_grad frees of iteration 2's gradients, allocated before the
+written step, and one 4-byte profiler handle. Its "allocated before
+recording began" is resident + iteration 2's gradients (+4 B), its peak is
+recorded_peak_bytes, and its "traced peak" (the trace's own allocations)
+equals step_peak_allocated_bytes.
+
+What the recordings show (torch 1.13 CPU; `--dump NAME` lists every event):
+
+  - record_function itself allocates: each range (the gpumem:* ones and the
+    optimizer's own Optimizer.zero_grad#.../Optimizer.step#...) allocates a
+    4-byte handle (aten::zeros, just *before* the range begins, so it lands
+    in phase "between") and a transient 288-byte aten::empty. Profiler
+    noise: at most a few hundred bytes.
+  - Convolutions run through mkldnn: the forward allocates its output in
+    mkldnn's buffer and copies it into a dense aten::empty, so a conv holds
+    2x its output for a moment (plus a weight-sized reorder for some);
+    convolution_backward likewise double-buffers grad_input and the weight
+    gradient. resnet18's peak is such a moment: layer4's last 512x512x3x3
+    conv backward, its 9 MiB weight gradient held twice, with nearly all
+    forward activations still alive.
+  - BatchNorm (training) keeps save_mean and save_invstd (C floats each) and
+    two transient C-float buffers; ReLU is in place (torchvision's
+    inplace=True), allocates nothing; max_pool2d keeps int64 indices (2x its
+    fp32 output).
+  - Dropout (training) keeps its output and a float mask of the same size
+    (aten::empty<aten::empty_like + aten::mul<aten::dropout).
+  - cross_entropy keeps log_softmax's output (N x classes); its backward
+    allocates 3 logits-sized buffers (nll_loss_backward, 
+    _log_softmax_backward_data), which is where both transformer peaks fall.
+  - mobilenet_v2's peak is the start of backward: its forward activations
+    (~590 MiB at batch 8) dwarf every transient.
+  - SGD with momentum (for-loop, foreach=None) updates in place: no
+    parameter-sized temporaries. AdamW (for-loop, torch 1.13's
+    _single_tensor_adamw) allocates per parameter exp_avg_sq.sqrt() and
+    its division (the denominator), 2 x that parameter, plus 4-byte step
+    scalars; the sqrt is freed at once, but the denominator stays bound to
+    a Python local until the next parameter's replaces it. So the optimizer
+    phase peaks at gradients + max over consecutive parameters (i-1, i) of
+    size(i-1) + 2 x size(i): in transformer_adamw embed.weight (1,024,000)
+    then in_proj_weight (2 x 786,432) over the 14,821,284 of gradients.
+  - Frozen layers (resnet18_frozen): the frozen prefix saves no activations
+    for backward (nothing before layer3 requires grad), so forward's net is
+    ~24 MiB instead of ~165 MiB.
+  - bf16 autocast: each weight is cast (aten::_to_copy, bf16) once per
+    forward; casts that autograd saves (matmul weights) live until their
+    backward, the others (biases) are freed when autocast exits, which
+    happens between the loss and backward ranges ("between" frees). The
+    logits are bf16, cross_entropy casts them to fp32 first (loss phase).
 
 Recorded figures (torch 1.13.0 CPU; MiB = 2^20 bytes; "above res." is relative to resident):
 
@@ -111,7 +168,7 @@ Recorded figures (torch 1.13.0 CPU; MiB = 2^20 bytes; "above res." is relative t
     loss            8192296      6144292      2048004       5      4       81625080
     backward      156765340    217404712    -60639372     283    338       83652648
     optimizer      29647028     29647032           -4     759    760       17418156
-    between              16        20432       -20416       4     17       75480568
+    between              16        20432       -20416       4     17       75479080
 
 """
 import argparse
@@ -569,11 +626,13 @@ def parse_trace(text):
 def analyze(memory, resident):
     start_total = memory[0]["total"] - memory[0]["bytes"]
     phases = {p: dict(allocated_bytes=0, freed_bytes=0, net_bytes=0, allocations=0, frees=0,
-                      max_above_resident=None, start_above_resident=None) for p in PHASES}
+                      max_above_resident=None, max_above_step_start=None, start_above_resident=None)
+              for p in PHASES}
     peak = None
     for m in memory:
         ph = phases.setdefault(m["phase"], dict(allocated_bytes=0, freed_bytes=0, net_bytes=0, allocations=0,
-                                                frees=0, max_above_resident=None, start_above_resident=None))
+                                                frees=0, max_above_resident=None, max_above_step_start=None,
+                                                start_above_resident=None))
         if ph["start_above_resident"] is None:
             ph["start_above_resident"] = m["total"] - m["bytes"] - resident
         if m["bytes"] > 0:
@@ -586,6 +645,7 @@ def analyze(memory, resident):
         above = m["total"] - resident
         if ph["max_above_resident"] is None or above > ph["max_above_resident"]:
             ph["max_above_resident"] = above
+            ph["max_above_step_start"] = m["total"] - start_total
         if peak is None or m["total"] > peak["total"]:
             peak = m
     return dict(start_total=start_total, peak_total=peak["total"], end_total=memory[-1]["total"],
