@@ -170,6 +170,39 @@ Recorded figures (torch 1.13.0 CPU; MiB = 2^20 bytes; "above res." is relative t
     optimizer      29647028     29647032           -4     759    760       17418156
     between              16        20432       -20416       4     17       75479080
 
+  resnet50_sgd: resident 207077640 (197.48 MiB: params 97.49 [frozen 0.00], buffers 0.20, optimizer 97.49, batch 2.30, labels 32 B)
+    step peak above resident 406678952 (387.84 MiB), recorded peak 613756592 (585.32 MiB) in backward at event 1263, op aten::empty (top-level autograd::engine::evaluate_function: ConvolutionBackward0)
+    step starts 97.49 MiB above resident (iteration 2's gradients 97.49 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580    102228712   -102228132       3    165      102228420
+    forward       522837972    181379928    341458044     546    335      347614720
+    loss              16296        16292            4       4      3      341474056
+    backward     1184214736   1423444668   -239229932     515    569      406678952
+    optimizer          2512         2516           -4     325    326      102228420
+    between              16            0           16       4      0      341458060
+
+  gpt_adam: resident 25490280 (24.31 MiB: params 8.10 [frozen 0.00], buffers 0.00, optimizer 16.20, batch 0.00, labels 4608 B)
+    step peak above resident 55881248 (53.29 MiB), recorded peak 81371528 (77.60 MiB) in backward at event 250, op aten::_log_softmax_backward_data (top-level autograd::engine::evaluate_function: LogSoftmaxBackward0)
+    step starts 8.10 MiB above resident (iteration 2's gradients 8.10 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580      8494216     -8493636       3     46        8493924
+    forward        68415444     21750208     46665236     126     59       46702104
+    loss            4608296      4608292            4       4      3       51273248
+    backward       70362480    108534100    -38171620     124    153       55881248
+    optimizer      16990364     16990368           -4     507    508       11639372
+    between              16            0           16       4      0       46665252
+
+  vgg11_bn_sgd: resident 1034678640 (986.75 MiB: params 492.79 [frozen 0.00], buffers 0.02, optimizer 492.79, batch 1.15, labels 16 B)
+    step peak above resident 666924952 (636.03 MiB), recorded peak 1701603592 (1622.78 MiB) in backward at event 374, op aten::empty (top-level autograd::engine::evaluate_function: ConvolutionBackward0)
+    step starts 492.79 MiB above resident (iteration 2's gradients 492.79 MiB; untracked 4 B)
+    phase         allocated        freed          net  #alloc  #free  max above res
+    zero_grad           580    516726744   -516726164       3     42      516726452
+    forward       274768280    118802556    155965724     118     69      164398592
+    loss               1096         1092            4       4      3      155966536
+    backward      978832116    618071696    360760420     138    153      666924952
+    optimizer          1036         1040           -4      79     80      516726452
+    between              16            0           16       4      0      516726164
+
 """
 import argparse
 import decimal
@@ -221,6 +254,25 @@ CONFIGS = {
                              precision="bf16 autocast (torch.autocast('cpu', dtype=torch.bfloat16)) around "
                                        "forward and loss; weights, gradients and optimizer state fp32",
                              loss="cross_entropy(logits[1024,1000], labels[1024])"),
+    # Held out: src/train was not calibrated on these three.
+    "resnet50_sgd": dict(model="torchvision.models.resnet50(num_classes=1000)", kind="resnet50", batch=4,
+                         input_shape=[4, 3, 224, 224], input_dtype="float32",
+                         optimizer="SGD", optimizer_args=dict(lr=0.1, momentum=0.9), frozen=None,
+                         precision="fp32", loss="cross_entropy(logits[4,1000], labels[4])"),
+    "gpt_adam": dict(model="TinyGPT: Embedding(2000,192) + learned positions [96,1,192] + "
+                           "TransformerEncoder(3 x TransformerEncoderLayer(192, nhead=6, dim_feedforward=768, "
+                           "dropout=0.1, relu, batch_first=False, norm_first=True)) with a causal mask "
+                           "(torch.triu of -inf, built in forward) + LayerNorm(192) + Linear(192,2000); "
+                           "forward returns logits reshaped to [seq*batch, 2000]",
+                     kind="gpt", batch=6, input_shape=[96, 6], input_dtype="int64", classes=2000,
+                     optimizer="Adam", optimizer_args=dict(lr=1e-3), frozen=None,
+                     precision="fp32", loss="cross_entropy(logits[576,2000], labels[576])"),
+    # vgg11_bn at 224x224: at 128x128 the 4x4 feature map's AdaptiveAvgPool2d((7,7)) does not export
+    # (opset 14: "output size that are not factor of input size"); at 224 it is already 7x7.
+    "vgg11_bn_sgd": dict(model="torchvision.models.vgg11_bn(num_classes=100)", kind="vgg11_bn", batch=2,
+                         input_shape=[2, 3, 224, 224], input_dtype="float32", classes=100,
+                         optimizer="SGD", optimizer_args=dict(lr=0.1, momentum=0.9), frozen=None,
+                         precision="fp32", loss="cross_entropy(logits[2,100], labels[2])"),
 }
 
 
@@ -236,6 +288,12 @@ def build(name):
         model = torchvision.models.resnet18(num_classes=1000)
     elif cfg["kind"] == "mobilenet_v2":
         model = torchvision.models.mobilenet_v2()
+    elif cfg["kind"] == "resnet50":
+        model = torchvision.models.resnet50(num_classes=1000)
+    elif cfg["kind"] == "vgg11_bn":
+        model = torchvision.models.vgg11_bn(num_classes=100)
+    elif cfg["kind"] == "gpt":
+        model = tiny_gpt_class()()
     else:
         model = TinyLM()
     model.train()
@@ -247,14 +305,17 @@ def build(name):
     trainable = [p for p in model.parameters() if p.requires_grad]
     if cfg["optimizer"] == "SGD":
         optimizer = torch.optim.SGD(trainable, **cfg["optimizer_args"])
+    elif cfg["optimizer"] == "Adam":
+        optimizer = torch.optim.Adam(trainable, **cfg["optimizer_args"])
     else:
         optimizer = torch.optim.AdamW(trainable, **cfg["optimizer_args"])
-    if cfg["kind"] == "transformer":
-        x = torch.randint(0, 1000, tuple(cfg["input_shape"]))
-        y = torch.randint(0, 1000, (cfg["input_shape"][0] * cfg["input_shape"][1],))
+    classes = cfg.get("classes", 1000)
+    if cfg["kind"] in ("transformer", "gpt"):
+        x = torch.randint(0, classes, tuple(cfg["input_shape"]))
+        y = torch.randint(0, classes, (cfg["input_shape"][0] * cfg["input_shape"][1],))
     else:
         x = torch.randn(*cfg["input_shape"])
-        y = torch.randint(0, 1000, (cfg["batch"],))
+        y = torch.randint(0, classes, (cfg["batch"],))
     autocast = torch.bfloat16 if name == "transformer_bf16" else None
     return model, optimizer, x, y, autocast
 
@@ -284,6 +345,35 @@ def tiny_lm_class():
 
 def TinyLM():
     return tiny_lm_class()()
+
+
+def tiny_gpt_class():
+    import torch
+    from torch import nn
+
+    class TinyGPT(nn.Module):
+        """Decoder-only (GPT-style): pre-norm encoder layers under a causal mask."""
+
+        def __init__(self, vocab=2000, d_model=192, seq=96):
+            super().__init__()
+            self.vocab = vocab
+            self.seq = seq
+            self.embed = nn.Embedding(vocab, d_model)
+            self.pos = nn.Parameter(0.02 * torch.randn(seq, 1, d_model))
+            layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=6, dim_feedforward=768, dropout=0.1,
+                                               activation="relu", batch_first=False, norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, num_layers=3, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(d_model)
+            self.head = nn.Linear(d_model, vocab)
+
+        def forward(self, tokens):  # tokens [seq, batch] int64
+            # Causal mask built here (not a buffer), so the export carries it (Trilu, opset 14).
+            mask = torch.triu(torch.full((self.seq, self.seq), float("-inf"), device=tokens.device), diagonal=1)
+            h = self.embed(tokens) + self.pos
+            h = self.norm(self.encoder(h, mask=mask))
+            return self.head(h).reshape(-1, self.vocab)
+
+    return TinyGPT
 
 
 # --------------------------------------------------------------------------
@@ -415,7 +505,7 @@ def export_onnx(name, model, x):
     sys.path.insert(0, str(HERE))
     from export_models import strip_to_graph_only
 
-    input_name = "tokens" if CONFIGS[name]["kind"] == "transformer" else "images"
+    input_name = "tokens" if CONFIGS[name]["kind"] in ("transformer", "gpt") else "images"
     last = None
     for opset in (14, 15):
         buf = io.BytesIO()
