@@ -16,6 +16,9 @@ configs=(
   "resnet18_frozen|--optimizer sgd-momentum --frozen ^(conv1|bn1|layer1|layer2)\\."
   "transformer_adamw|--optimizer adamw"
   "transformer_bf16|--optimizer adamw --precision amp-bf16"
+  "resnet50_sgd|--optimizer sgd-momentum"
+  "gpt_adam|--optimizer adam"
+  "vgg11_bn_sgd|--optimizer sgd-momentum"
 )
 printf '| model | settings | recorded peak | predicted peak | error | weights + grads + optimizer |\n'
 printf '| --- | --- | ---: | ---: | ---: | ---: |\n'
@@ -32,7 +35,7 @@ pred = json.load(open(sys.argv[4]))
 rec = facts["recorded_peak_bytes"]
 p = pred["peak_bytes"]
 mib = lambda b: f"{b / 2**20:.2f} MiB"
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {mib(rec)} | {mib(p)} | {100 * (p - rec) / rec:+.1f}% | {mib(pred['static_estimate_bytes'])} |")
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {mib(rec)} | {mib(p)} | {100 * (p - rec) / rec:+.2f}% ({p - rec:+,} B) | {mib(pred['static_estimate_bytes'])} |")
 PY
   rm -f "$out"
 done

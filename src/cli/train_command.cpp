@@ -72,6 +72,8 @@ Action add_train_command(CLI::App& app) {
     o.device = args->device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
     if (!args->foreach.empty()) o.foreach = args->foreach == "on";
     const train::TrainingStep step = train::predict_training_step(args->model, o);
+    for (const auto& w : step.warnings)
+      std::fprintf(stderr, "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());
     if (!args->trace_out.empty()) {
       std::ostringstream history;
       trace::write_history(train::step_trace(step), history);

@@ -38,7 +38,7 @@ constexpr train::Phase kPhases[] = {train::Phase::kResident, train::Phase::kForw
 std::string render_train_text(const TrainingStep& s, int top) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
-  line(fmt::format("Training step {} (predicted)", s.model.path));
+  line(fmt::format("Training step {} (predicted)", s.model));
   line(fmt::format("            {}", settings(s.options)));
   line(fmt::format("Parameters  {} trainable, {} frozen ({})", format_count(s.trainable_parameters),
                    format_count(s.frozen_parameters), format_bytes(s.parameter_bytes)));
@@ -74,7 +74,6 @@ std::string render_train_text(const TrainingStep& s, int top) {
     for (size_t i = 0; i < s.assumptions.size() && i < 10; ++i) line("  " + s.assumptions[i]);
     if (s.assumptions.size() > 10) line(fmt::format("  and {} more (see --json)", s.assumptions.size() - 10));
   }
-  for (const auto& w : s.warnings) line("warning: " + w);
   return out;
 }
 
@@ -83,7 +82,7 @@ nlohmann::ordered_json train_to_json(const TrainingStep& s, int top) {
   const auto& o = s.options;
   json doc;
   doc["schema_version"] = kTrainSchemaVersion;
-  doc["model"] = s.model.path;
+  doc["model"] = s.model;
   doc["settings"] = {{"optimizer", to_string(o.optimizer)},
                      {"precision", to_string(o.precision)},
                      {"loss", to_string(o.loss)},

@@ -91,6 +91,11 @@ OpRule rule_for(const Op& op, const StepGraph& g, Device device, bool input_dies
     if (rg(g, op, 1)) r.saved_inputs.push_back(0);
     if (rg(g, op, 0)) r.saved_inputs.push_back(1);
     r.grads = allocated_grads(g, op);
+    if (k == "MatMul" && device == Device::kCpu && x && x->dtype == DType::BFloat16) {
+      // oneDNN's bf16 batched matmul copies both operands (torch 1.13).
+      const Value* y = value(g, op, 1);
+      r.extras = {{"oneDNN operand copies", x->bytes + (y ? y->bytes : 0), false}};
+    }
     return r;
   }
   if (k == "Div") {

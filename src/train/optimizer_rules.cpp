@@ -55,6 +55,10 @@ uint64_t for_loop_temporary_bytes(Optimizer optimizer, const Value& param) {
   }
 }
 
+uint64_t lingering_temporary_bytes(Optimizer optimizer, const Value& param) {
+  return optimizer == Optimizer::kAdam || optimizer == Optimizer::kAdamW ? param.bytes : 0;
+}
+
 uint64_t foreach_temporary_bytes(Optimizer optimizer, const std::vector<const Value*>& params) {
   uint64_t total = 0;
   for (const Value* p : params) total += p->bytes;

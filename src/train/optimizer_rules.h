@@ -24,6 +24,10 @@ std::vector<StateTensor> optimizer_states(Optimizer optimizer, const Value& para
 // quotient, alive together).
 uint64_t for_loop_temporary_bytes(Optimizer optimizer, const Value& param);
 
+// Of those, what the update leaves bound to a Python local until the next
+// parameter's update replaces it (Adam's denom).
+uint64_t lingering_temporary_bytes(Optimizer optimizer, const Value& param);
+
 // Bytes the multi-tensor (foreach) implementation allocates at once, given
 // every trainable parameter: Adam's _foreach_sqrt of all exp_avg_sq.
 uint64_t foreach_temporary_bytes(Optimizer optimizer, const std::vector<const Value*>& params);

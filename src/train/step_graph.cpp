@@ -270,7 +270,9 @@ class Builder {
         // Reshaping a transposed view copies it (PyTorch's .contiguous()).
         const bool copies = (kind == "Reshape" || kind == "Flatten") && !s.contiguous;
         if (!copies) v.alias_of = s.alias_of >= 0 ? s.alias_of : src;
-        v.contiguous = kind != "Transpose" && (copies || s.contiguous);
+        // A transpose, or a slice or split along an inner axis (attention's
+        // packed q, k, v), leaves the memory out of order.
+        v.contiguous = copies || (s.contiguous && kind != "Transpose" && kind != "Slice" && kind != "Split");
       }
     }
     emit(std::move(kind), nd, nd.inputs, std::move(outputs));

@@ -9,7 +9,7 @@ namespace gpumem::train {
 trace::Trace step_trace(const TrainingStep& step) {
   trace::Trace t;
   t.format = "gpumem-history";
-  t.source = step.model.path + " (predicted training step)";
+  t.source = step.model + " (predicted training step)";
   // Addresses: each allocation its own, 512-byte aligned, never reused, so
   // that a replay sees only sizes and order.
   std::vector<uint64_t> address(step.allocations.size());

@@ -8,6 +8,7 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/model/onnx_loader.h"
+#include "train/autocast.h"
 #include "train/op_rules.h"
 #include "train/optimizer_rules.h"
 #include "train/step_graph.h"
@@ -119,13 +120,15 @@ class Simulator {
       loss_value_ = g_.graph_outputs.empty() ? -1 : g_.graph_outputs.front();
       return;
     }
-    const int logits = g_.graph_outputs.front();
+    int logits = g_.graph_outputs.front();
+    // Autocast runs the loss in fp32, on an fp32 copy of the logits.
+    const bool low = g_.values[static_cast<size_t>(logits)].dtype != DType::Float &&
+                     (o_.precision == Precision::kAmpFp16 || o_.precision == Precision::kAmpBf16);
+    if (low) logits = insert_cast(g_, logits, DType::Float, g_.ops.size());
     const Value& l = g_.values[static_cast<size_t>(logits)];
     const uint64_t elements = elements_of(l);
     const int64_t classes = l.dims.empty() ? 1 : std::max<int64_t>(l.dims.back(), 1);
-    // Autocast runs the loss in fp32.
-    const bool low = l.dtype != DType::Float && o_.precision != Precision::kBf16;
-    const DType loss_type = low ? DType::Float : l.dtype;
+    const DType loss_type = l.dtype;
     const uint64_t width = static_cast<uint64_t>(dtype_bits(loss_type) / 8);
     if (o_.loss == Loss::kCrossEntropy) {
       const uint64_t rows = elements / static_cast<uint64_t>(classes);
@@ -165,6 +168,7 @@ class Simulator {
       }
     }
     rules_.reserve(g_.ops.size());
+    std::map<std::string, std::pair<int, std::string>> unruled;  // kind -> (count, first node)
     std::vector<int> last_reader(g_.values.size(), -1);
     for (size_t k = 0; k < g_.ops.size(); ++k) {
       for (int in : g_.ops[k].inputs) {
@@ -179,9 +183,15 @@ class Simulator {
                         !g_.values[static_cast<size_t>(in0)].parameter && !g_.values[static_cast<size_t>(in0)].input &&
                         !g_.values[static_cast<size_t>(in0)].buffer;
       rules_.push_back(rule_for(op, g_, o_.device, dies));
-      if (!rules_.back().known) {
-        out_.assumptions.push_back(fmt::format("{} ({}): {}", op.name, op.kind, rules_.back().source));
+      // A rule matters only to an op that runs backward.
+      if (!rules_.back().known && op.needs_backward) {
+        auto& [count, example] = unruled[op.kind];
+        if (count++ == 0) example = op.name;
       }
+    }
+    for (const auto& [kind, seen] : unruled) {
+      out_.assumptions.push_back(fmt::format("{}: {} node(s), e.g. '{}': {}", kind, seen.first, seen.second,
+                                             rule_for(Op{kind, "", {}, {}, true}, g_, o_.device, false).source));
     }
     // Time 0: what is resident. Then one time per op, forward and loss,
     // then backward in reverse, then the optimizer.
@@ -390,13 +400,20 @@ class Simulator {
       }
       return;
     }
+    // The for-loop implementation's last temporary (Adam's denom) stays
+    // bound to a Python local until the next parameter's replaces it.
+    int previous = -1;
     for (const Value* v : trainable) {
       const int t = new_time(fmt::format("{} step of {}", to_string(o_.optimizer), v->name));
       if (o_.first_step) create_states(*v, t);
-      if (const uint64_t temp = for_loop_temporary_bytes(o_.optimizer, *v); temp > 0) {
-        allocate("update of " + v->name, "optimizer step", Category::kTransient, temp, t);
-      }
+      const uint64_t temp = for_loop_temporary_bytes(o_.optimizer, *v);
+      if (temp == 0) continue;
+      const uint64_t kept = lingering_temporary_bytes(o_.optimizer, *v);
+      if (temp > kept) allocate("update of " + v->name, "optimizer step", Category::kTransient, temp - kept, t);
+      hold(previous, t);
+      previous = kept > 0 ? allocate("denom of " + v->name, "optimizer step", Category::kTransient, kept, t) : -1;
     }
+    hold(previous, static_cast<int>(phase_of_time_.size()) - 1);
   }
 
   void create_states(const Value& v, int t) {
@@ -462,11 +479,12 @@ PricingOptions pricing_for(Precision p) {
 
 }  // namespace
 
-TrainingStep predict_training_step(Model model, const TrainOptions& options) {
+TrainingStep predict_training_step(const Model& model, const TrainOptions& options) {
   TrainingStep step;
   step.options = options;
   const MemoryAnalysis analysis = analyze_memory(model.graph, pricing_for(options.precision));
   StepGraph g = build_step_graph(model.graph, analysis, options.frozen, model.path);
+  apply_autocast(g, options.precision, options.device);
   if (g.graph_outputs.empty()) throw InputError(model.path + ": the graph has no output to compute a loss from");
   if (g.has_batch_norm && !g.batch_statistics) {
     step.warnings.push_back(
@@ -478,7 +496,7 @@ TrainingStep predict_training_step(Model model, const TrainOptions& options) {
   if (!any_trainable) {
     step.warnings.push_back("no parameter is trainable (--frozen matches them all): the step computes no gradient");
   }
-  step.model = std::move(model);
+  step.model = model.path;
   Simulator(std::move(g), options, step).run();
   return step;
 }

@@ -74,7 +74,7 @@ struct TimelinePoint {
 };
 
 struct TrainingStep {
-  Model model;
+  std::string model;  // the model's path, as given
   TrainOptions options;
   std::vector<Allocation> allocations;  // in allocation order (resident first)
   std::vector<TimelinePoint> timeline;  // one per step time
@@ -101,8 +101,9 @@ struct TrainingStep {
 // the file) on unknown shapes, a graph without an output for the loss, or a
 // --frozen that is not a valid regex.
 TrainingStep predict_training_step(const std::string& path, const TrainOptions& options);
-// The same for a model already loaded.
-TrainingStep predict_training_step(Model model, const TrainOptions& options);
+// The same for a model already loaded (options.model's shapes are then
+// those it was loaded with).
+TrainingStep predict_training_step(const Model& model, const TrainOptions& options);
 
 // The step as a gpumem trace: one alloc and one free event per allocation,
 // in time order, with "<phase>: <op>" as context, on device 0. What is

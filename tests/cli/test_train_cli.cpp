@@ -1,0 +1,87 @@
+// `gpumem train` as users run it: the report, its JSON, the predicted step
+// as a trace the other commands read, and mistakes.
+#include <unistd.h>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "test_paths.h"
+
+namespace {
+
+using gpumem::test::CliRun;
+using gpumem::test::run;
+
+std::string train_model(const std::string& name) {
+  return std::string(GPUMEM_SOURCE_DIR) + "/tests/data/train/" + name + ".onnx";
+}
+
+const std::string kResnet = " --device cpu --optimizer sgd-momentum";
+
+TEST(CliTrain, ReportsThePeakWhereItFallsAndWhatIsInIt) {
+  const CliRun r = run("train " + train_model("resnet18_sgd") + kResnet);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("Peak          294.62 MiB  in backward at '/layer4/layer4.0/conv2/Conv'"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("saved_activations"), std::string::npos);
+  EXPECT_NE(r.out.find("Usual estimate"), std::string::npos);
+}
+
+TEST(CliTrain, JsonHasTheDocumentedFields) {
+  const CliRun r = run("train " + train_model("transformer_adamw") + " --device cpu --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["schema_version"], 1);
+  uint64_t sum = 0;
+  for (const char* c : {"weights", "gradients", "optimizer_states", "inputs", "saved_activations", "transient"}) {
+    ASSERT_TRUE(doc["breakdown"].contains(c)) << c;
+    sum += doc["breakdown"][c].get<uint64_t>();
+  }
+  EXPECT_EQ(sum, doc["peak_bytes"].get<uint64_t>());
+  EXPECT_EQ(doc["peak_phase"], "backward");
+  EXPECT_EQ(doc["settings"]["optimizer"], "adamw");
+  EXPECT_GT(doc["timeline"].size(), 100u);
+  EXPECT_TRUE(doc["assumptions"].empty());
+  // Weights + optimizer states carried from step to step: 3x the parameters
+  // (AdamW's two moments) plus a 4-byte step per parameter tensor.
+  const auto params = doc["parameters"]["bytes"].get<uint64_t>();
+  EXPECT_GT(doc["steady_state_bytes"].get<uint64_t>(), 3 * params);
+  EXPECT_LT(doc["steady_state_bytes"].get<uint64_t>(), 3 * params + 4096);
+}
+
+// The prediction is a trace: trace stats finds its peak, replay runs it
+// under the allocator policies.
+TEST(CliTrain, ThePredictedStepIsATraceTheOtherCommandsRead) {
+  const std::string out = testing::TempDir() + "gpumem_train_" + std::to_string(getpid()) + ".jsonl.gz";
+  const CliRun r = run("train " + train_model("resnet18_sgd") + kResnet + " --json --trace " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto peak = nlohmann::json::parse(r.out)["peak_bytes"].get<uint64_t>();
+  const CliRun stats = run("trace stats " + out + " --json");
+  ASSERT_EQ(stats.code, 0) << stats.err;
+  EXPECT_EQ(nlohmann::json::parse(stats.out)["peak_allocated_bytes"].get<uint64_t>(), peak);
+  const CliRun replay = run("replay " + out + " --time-limit 0 --json");
+  ASSERT_EQ(replay.code, 0) << replay.err;
+  EXPECT_EQ(nlohmann::json::parse(replay.out)["traced_peak_bytes"].get<uint64_t>(), peak);
+  std::remove(out.c_str());
+}
+
+TEST(CliTrain, MistakesAreOneLineErrorsOrWarnings) {
+  const CliRun unbound = run("train " + gpumem::test::model_path("token_mlp_dynamic").string());
+  EXPECT_EQ(unbound.code, 2);
+  EXPECT_NE(unbound.err.find("bind its dimensions with --dim NAME=VALUE"), std::string::npos) << unbound.err;
+  EXPECT_EQ(unbound.err.find('\n'), unbound.err.size() - 1);
+
+  const CliRun regex = run("train " + train_model("resnet18_sgd") + " --frozen '('");
+  EXPECT_EQ(regex.code, 2);
+  EXPECT_NE(regex.err.find("--frozen '(': not a valid regular expression"), std::string::npos) << regex.err;
+
+  const CliRun optimizer = run("train " + train_model("resnet18_sgd") + " --optimizer adagrad");
+  EXPECT_EQ(optimizer.code, 2);
+  EXPECT_NE(optimizer.err.find("gpumem: error: train: --optimizer"), std::string::npos) << optimizer.err;
+}
+
+}  // namespace
