@@ -50,8 +50,9 @@ std::string render_train_text(const TrainingStep& s, int top) {
   }
   line(fmt::format("Steady      {:>12}  carried from step to step: weights and optimizer states{}",
                    format_bytes(s.steady_state_bytes), s.options.grads_set_to_none ? "" : " and gradients"));
-  line(fmt::format("Usual estimate {:>9}  weights + gradients + optimizer states; activations and temporaries add {}",
-                   format_bytes(s.static_estimate_bytes),
+  line(fmt::format("Static      {:>12}  weights + gradients + optimizer states, what the usual estimators count;",
+                   format_bytes(s.static_estimate_bytes)));
+  line(fmt::format("            activations and temporaries add {}",
                    format_bytes(s.peak_bytes > s.static_estimate_bytes ? s.peak_bytes - s.static_estimate_bytes : 0)));
   line();
   line(fmt::format("{:<12}{:>12}  {:>12}", "phase", "allocated", "peak live"));

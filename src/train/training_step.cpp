@@ -69,6 +69,9 @@ const char* to_string(Category c) {
 namespace {
 
 constexpr int kNever = -1;
+// PyTorch's default cuBLAS workspace, CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8
+// (4096 KiB x 2 + 16 KiB x 8), the size memory snapshots show for it.
+constexpr uint64_t kCublasWorkspaceBytes = 8519680;
 
 // Builds the step's allocations: forward, loss, backward, optimizer.
 class Simulator {
@@ -189,6 +192,12 @@ class Simulator {
         if (count++ == 0) example = op.name;
       }
     }
+    if (o_.device == Device::kCuda &&
+        std::any_of(g_.ops.begin(), g_.ops.end(), [](const Op& op) { return op.kind == "convolution"; })) {
+      out_.assumptions.push_back(
+          "convolution: cuDNN's workspaces are not counted: their size depends on the algorithm cuDNN picks at run "
+          "time (torch.backends.cudnn.benchmark)");
+    }
     for (const auto& [kind, seen] : unruled) {
       out_.assumptions.push_back(fmt::format("{}: {} node(s), e.g. '{}': {}", kind, seen.first, seen.second,
                                              rule_for(Op{kind, "", {}, {}, true}, g_, o_.device, false).source));
@@ -273,12 +282,27 @@ class Simulator {
 
   static constexpr int kForever = 1 << 30;
 
+  // On CUDA, PyTorch gives each thread's cuBLAS handle a workspace from the
+  // caching allocator at its first matrix product and keeps it: one for the
+  // forward thread, one for autograd's backward thread.
+  void cublas_workspace(const Op& op, int t, bool& done, const char* thread) {
+    if (done || o_.device != Device::kCuda || !uses_cublas(op.kind)) return;
+    done = true;
+    hold(allocate(fmt::format("cuBLAS workspace ({} thread)", thread), op.name, Category::kTransient,
+                  kCublasWorkspaceBytes, t),
+         kForever);
+  }
+
+  static bool uses_cublas(const std::string& kind) { return kind == "linear" || kind == "MatMul"; }
+
   void forward() {
+    bool workspace = false;
     for (size_t k = 0; k < g_.ops.size(); ++k) {
       const Op& op = g_.ops[k];
       const OpRule& r = rules_[k];
       const int t = time_of_op_[k];
       const int bt = backward_time_[k];
+      cublas_workspace(op, t, workspace, "forward");
       for (int in : op.inputs) {
         if (in >= 0) hold(storage_of(in), t);
       }
@@ -340,10 +364,12 @@ class Simulator {
 
   void backward() {
     bool first = true;
+    bool workspace = false;
     for (size_t k = g_.ops.size(); k-- > 0;) {
       const Op& op = g_.ops[k];
       const int t = backward_time_[k];
       if (t == kNever) continue;
+      cublas_workspace(op, t, workspace, "backward");
       const OpRule& r = rules_[k];
       if (first) {
         // loss.backward() starts from a gradient of ones.
