@@ -43,6 +43,13 @@ TEST_P(Recorded, PeakResidentAndSavedActivationsMatchPyTorch) {
   }
   const double recorded_end = resident + facts["phases"]["backward"]["start_above_resident"].get<double>();
   EXPECT_NEAR(static_cast<double>(end_of_loss), recorded_end, 0.03 * recorded_end) << name;
+
+  // The most live in each phase, too.
+  for (const Phase phase : {Phase::kForward, Phase::kBackward, Phase::kOptimizer}) {
+    const double recorded = resident + facts["phases"][to_string(phase)]["max_above_resident"].get<double>();
+    EXPECT_NEAR(static_cast<double>(step.peak_in_phase[static_cast<int>(phase)]), recorded, 0.03 * recorded)
+        << name << " " << to_string(phase);
+  }
 }
 
 TEST_P(Recorded, TheBreakdownSumsToThePeak) {
