@@ -247,6 +247,12 @@ class Builder {
     std::vector<int> outputs = nd.outputs;
     if (kind == "Conv") kind = "convolution";
     if (kind == "Gemm") kind = "linear";
+    // Exports at opset 17 and 20 have these as single ops.
+    if (kind == "LayerNormalization") {
+      kind = "layer_norm";
+      outputs.resize(1);
+    }
+    if (kind == "Gelu") kind = "gelu";
     if (kind == "BatchNormalization") {
       kind = "batch_norm";
       // Training mode exports the updated running statistics as outputs;

@@ -109,6 +109,24 @@ TEST(TrainRules, AFrozenLinearKeepsNoInput) {
   EXPECT_NE(none.warnings[0].find("no parameter is trainable"), std::string::npos);
 }
 
+// Opset 17's LayerNormalization is the same op as the decomposed pattern of
+// older exports: it keeps its input and a mean and rstd per row.
+TEST(TrainRules, LayerNormalizationAsOneOpKeepsItsInputAndRowStatistics) {
+  OnnxBuilder b(17);
+  b.input("x", {32, 64});
+  b.weight("W", {64, 64});
+  b.weight("gamma", {64});
+  b.weight("beta", {64});
+  b.node("MatMul", {"x", "W"}, {"h"}, "fc");
+  b.node("LayerNormalization", {"h", "gamma", "beta"}, {"y"}, "ln");
+  b.output("y");
+  TrainOptions o;
+  o.loss = Loss::kNone;
+  const TrainingStep step = predict_training_step(load_onnx_model_from_bytes(b.bytes(), "ln.onnx"), o);
+  EXPECT_TRUE(step.assumptions.empty()) << step.assumptions.front();
+  EXPECT_EQ(saved_at_end_of_forward(step), 32u * 64 * 4 + 2 * 32 * 4);
+}
+
 TEST(TrainRules, OptimizerStatesFollowEachOptimizer) {
   const Model m = erf_mlp();
   const uint64_t weights = (256 * 256 + 256 * 10) * 4;
