@@ -3,6 +3,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -19,6 +20,7 @@ Action add_train_command(CLI::App& app) {
     ModelFlags flags;
     std::string optimizer = "adamw", precision = "fp32", loss = "cross-entropy", grads = "set-to-none";
     std::string step = "steady", device = "cuda", foreach, frozen, trace_out;
+    std::vector<std::string> checkpoint;
     int top = 10;
     bool json = false;
   };
@@ -42,6 +44,8 @@ Action add_train_command(CLI::App& app) {
   cmd->add_option("--foreach", args->foreach,
                   "on | off: the optimizer's multi-tensor implementation (default: on for cuda)")
       ->check(CLI::IsMember({"on", "off"}));
+  add_list_option(*cmd, "--checkpoint", args->checkpoint,
+                  "Run these modules under torch.utils.checkpoint (e.g. layer2.1, encoder.layers.0)", "MODULE");
   cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
       ->check(kNonNegativeInteger);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/train.md)");
@@ -71,6 +75,7 @@ Action add_train_command(CLI::App& app) {
     o.first_step = args->step == "first";
     o.device = args->device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
     if (!args->foreach.empty()) o.foreach = args->foreach == "on";
+    o.checkpoint = args->checkpoint;
     const train::TrainingStep step = train::predict_training_step(args->model, o);
     for (const auto& w : step.warnings)
       std::fprintf(stderr, "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());

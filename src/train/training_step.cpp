@@ -66,6 +66,29 @@ const char* to_string(Category c) {
   return "?";
 }
 
+std::string module_path(const std::string& node_name) {
+  if (node_name.empty() || node_name[0] != '/') return "";
+  std::vector<std::string> scopes;
+  size_t start = 1;
+  while (true) {
+    const size_t slash = node_name.find('/', start);
+    if (slash == std::string::npos) break;  // the last part is the op's own name
+    scopes.push_back(node_name.substr(start, slash - start));
+    start = slash + 1;
+  }
+  // Each scope is a child's name relative to its parent, except that a
+  // container's children repeat the container's path ("layer2", "layer2.1").
+  std::string path;
+  for (const auto& scope : scopes) {
+    if (!path.empty() && scope.rfind(path + ".", 0) == 0) {
+      path = scope;
+    } else {
+      path = path.empty() ? scope : path + "." + scope;
+    }
+  }
+  return path;
+}
+
 namespace {
 
 constexpr int kNever = -1;
@@ -96,6 +119,9 @@ class Simulator {
   std::vector<std::string> op_of_time_;
   std::vector<int> time_of_op_;     // forward time per op
   std::vector<int> backward_time_;  // per op, kNever when it has no backward
+  std::vector<int> segment_of_;      // per op: its checkpointed segment, -1 none
+  std::vector<int> recompute_time_;  // per op in a segment: when backward recomputes it
+  std::vector<int> producer_;        // per value: the op that produces it, -1 none
   std::vector<OpRule> rules_;
   std::vector<int> storage_;  // per value: its allocation index, -1 none
   std::vector<int> grad_;     // per gradient root: the allocation holding its gradient, -1 none
@@ -213,11 +239,62 @@ class Simulator {
       phase_of_time_.push_back(k < forward_ops_ ? Phase::kForward : Phase::kLoss);
       op_of_time_.push_back(g_.ops[k].name);
     }
+    mark_segments();
     for (size_t k = g_.ops.size(); k-- > 0;) {
+      // At a checkpointed segment's last op, backward first runs the
+      // segment's forward again (when anything in it needs a gradient).
+      const int seg = segment_of_[k];
+      if (seg >= 0 && (k + 1 == g_.ops.size() || segment_of_[k + 1] != seg)) {
+        size_t first = k;
+        while (first > 0 && segment_of_[first - 1] == seg) --first;
+        bool any = false;
+        for (size_t j = first; j <= k; ++j) any = any || g_.ops[j].needs_backward;
+        for (size_t j = first; j <= k && any; ++j) {
+          recompute_time_[j] = static_cast<int>(phase_of_time_.size());
+          phase_of_time_.push_back(Phase::kBackward);
+          op_of_time_.push_back("recompute " + g_.ops[j].name);
+          out_.recomputed_ops.push_back(static_cast<int>(j));
+        }
+      }
       if (!g_.ops[k].needs_backward) continue;
       backward_time_[k] = static_cast<int>(phase_of_time_.size());
       phase_of_time_.push_back(Phase::kBackward);
       op_of_time_.push_back(g_.ops[k].name);
+    }
+
+  }
+
+  // Each module to checkpoint is one segment: its ops from the first to the
+  // last (casts autocast put in between included).
+  void mark_segments() {
+    segment_of_.assign(g_.ops.size(), -1);
+    recompute_time_.assign(g_.ops.size(), kNever);
+    producer_.assign(g_.values.size(), -1);
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      for (int o : g_.ops[k].outputs) {
+        if (o >= 0) producer_[static_cast<size_t>(o)] = static_cast<int>(k);
+      }
+    }
+    for (size_t segment = 0; segment < o_.checkpoint.size(); ++segment) {
+      const std::string& module = o_.checkpoint[segment];
+      int first = -1, last = -1;
+      for (size_t k = 0; k < forward_ops_; ++k) {
+        if (module_path(g_.ops[k].name).rfind(module, 0) != 0) continue;
+        const std::string path = module_path(g_.ops[k].name);
+        if (path.size() > module.size() && path[module.size()] != '.') continue;
+        if (first < 0) first = static_cast<int>(k);
+        last = static_cast<int>(k);
+      }
+      if (first < 0) {
+        throw InputError(fmt::format("{}: --checkpoint {}: no node belongs to that module", out_.model, module));
+      }
+      for (int k = first; k <= last; ++k) {
+        if (segment_of_[static_cast<size_t>(k)] >= 0) {
+          throw InputError(
+              fmt::format("{}: --checkpoint {}: it overlaps another module in the list", out_.model, module));
+        }
+        segment_of_[static_cast<size_t>(k)] = static_cast<int>(segment);
+      }
     }
   }
 
@@ -298,47 +375,69 @@ class Simulator {
   void forward() {
     bool workspace = false;
     for (size_t k = 0; k < g_.ops.size(); ++k) {
-      const Op& op = g_.ops[k];
-      const OpRule& r = rules_[k];
-      const int t = time_of_op_[k];
-      const int bt = backward_time_[k];
-      cublas_workspace(op, t, workspace, "forward");
-      for (int in : op.inputs) {
-        if (in >= 0) hold(storage_of(in), t);
-      }
-      for (size_t i = 0; i < op.outputs.size(); ++i) {
-        const int o = op.outputs[i];
-        if (o < 0) continue;
-        Value& v = g_.values[static_cast<size_t>(o)];
-        if (v.alias_of >= 0) continue;
-        if (i == 0 && r.in_place && !op.inputs.empty() && op.inputs[0] >= 0) {
-          v.alias_of = root(op.inputs[0]);
-          continue;
-        }
-        if (v.bytes == 0) continue;
-        storage_[static_cast<size_t>(o)] = allocate(v.name, op.name, Category::kTransient, v.bytes, t);
-      }
-      if (bt == kNever) {
-        for (const Extra& e : r.extras) allocate(e.what + " of " + op.name, op.name, Category::kTransient, e.bytes, t);
-        continue;
-      }
-      // What backward needs stays until the op's backward has run.
-      auto keep = [&](int allocation) {
-        if (allocation < 0) return;
-        hold(allocation, bt);
-        Allocation& a = out_.allocations[static_cast<size_t>(allocation)];
-        if (a.category == Category::kTransient) a.category = Category::kSavedActivations;
-      };
-      for (int i : r.saved_inputs) {
-        if (static_cast<size_t>(i) < op.inputs.size() && op.inputs[static_cast<size_t>(i)] >= 0) {
-          keep(storage_of(op.inputs[static_cast<size_t>(i)]));
+      cublas_workspace(g_.ops[k], time_of_op_[k], workspace, "forward");
+      const bool checkpointed = segment_of_[k] >= 0 && recompute_time_[k] != kNever;
+      if (checkpointed) {
+        // torch.utils.checkpoint keeps the segment's inputs, not what its
+        // ops would keep: those come back when the segment is recomputed.
+        for (int in : g_.ops[k].inputs) {
+          if (in < 0 || produced_in_segment(root(in), segment_of_[k])) continue;
+          hold(storage_of(in), recompute_time_[k]);
         }
       }
-      if (r.saved_output && !op.outputs.empty() && op.outputs[0] >= 0) keep(storage_of(op.outputs[0]));
-      for (const Extra& e : r.extras) {
-        const int a = allocate(e.what + " of " + op.name, op.name, Category::kTransient, e.bytes, t);
-        if (e.saved) keep(a);
+      run_op(k, time_of_op_[k], checkpointed ? kNever : backward_time_[k]);
+    }
+    // Recomputation, in the backward pass: the segment's ops run again and
+    // keep what their backward needs.
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      if (recompute_time_[k] != kNever) run_op(k, recompute_time_[k], backward_time_[k]);
+    }
+  }
+
+  bool produced_in_segment(int value, int segment) const {
+    const int p = producer_[static_cast<size_t>(value)];
+    return p >= 0 && segment_of_[static_cast<size_t>(p)] == segment;
+  }
+
+  // Op k at time t: its outputs and extras; what backward needs is kept
+  // until `backward` (kNever: nothing is kept).
+  void run_op(size_t k, int t, int backward) {
+    const Op& op = g_.ops[k];
+    const OpRule& r = rules_[k];
+    const std::string label = phase_of_time_[static_cast<size_t>(t)] == Phase::kBackward ? "recompute " + op.name : op.name;
+    for (int in : op.inputs) {
+      if (in >= 0) hold(storage_of(in), t);
+    }
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      const int o = op.outputs[i];
+      if (o < 0) continue;
+      Value& v = g_.values[static_cast<size_t>(o)];
+      if (i == 0 && r.in_place && !op.inputs.empty() && op.inputs[0] >= 0 && v.alias_of < 0) {
+        v.alias_of = root(op.inputs[0]);
       }
+      if (v.alias_of >= 0 || v.bytes == 0) continue;
+      storage_[static_cast<size_t>(o)] = allocate(v.name, label, Category::kTransient, v.bytes, t);
+    }
+    if (backward == kNever) {
+      for (const Extra& e : r.extras) allocate(e.what + " of " + op.name, label, Category::kTransient, e.bytes, t);
+      return;
+    }
+    // What backward needs stays until the op's backward has run.
+    auto keep = [&](int allocation) {
+      if (allocation < 0) return;
+      hold(allocation, backward);
+      Allocation& a = out_.allocations[static_cast<size_t>(allocation)];
+      if (a.category == Category::kTransient) a.category = Category::kSavedActivations;
+    };
+    for (int i : r.saved_inputs) {
+      if (static_cast<size_t>(i) < op.inputs.size() && op.inputs[static_cast<size_t>(i)] >= 0) {
+        keep(storage_of(op.inputs[static_cast<size_t>(i)]));
+      }
+    }
+    if (r.saved_output && !op.outputs.empty() && op.outputs[0] >= 0) keep(storage_of(op.outputs[0]));
+    for (const Extra& e : r.extras) {
+      const int a = allocate(e.what + " of " + op.name, label, Category::kTransient, e.bytes, t);
+      if (e.saved) keep(a);
     }
   }
 

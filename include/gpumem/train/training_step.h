@@ -39,7 +39,18 @@ struct TrainOptions {
   // span every parameter at once. Default: on for CUDA (PyTorch 2's
   // default), off for CPU (PyTorch's for-loop implementation there).
   std::optional<bool> foreach;
+  // Modules to run under torch.utils.checkpoint ("layer2.1",
+  // "encoder.layers.0"): each keeps only its inputs in the forward pass and
+  // is recomputed in the backward pass. Module paths come from the node
+  // names a PyTorch export writes (module_path()).
+  std::vector<std::string> checkpoint;
 };
+
+// The PyTorch module a node of a PyTorch export belongs to, from its name:
+// "/layer2/layer2.1/conv1/Conv" -> "layer2.1.conv1",
+// "/encoder/layers.0/self_attn/MatMul" -> "encoder.layers.0.self_attn";
+// "" for a node outside any module or not named that way.
+std::string module_path(const std::string& node_name);
 
 // What a byte at the peak is.
 enum class Category : std::uint8_t {
@@ -95,6 +106,7 @@ struct TrainingStep {
   // Bytes allocated per phase, and the largest live total reached in it.
   uint64_t allocated_in_phase[5] = {};
   uint64_t peak_in_phase[5] = {};
+  std::vector<int> recomputed_ops;  // op positions that backward runs again (checkpointing)
 };
 
 // Loads the model and predicts one step. Throws InputError (one line, naming
