@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+"""Records real training steps under activation checkpointing (ground truth for
+`gpumem train MODEL --checkpoint MOD1,MOD2 ...`).
+
+    /usr/bin/python3 tools/record_checkpointed.py                  # both configurations
+    /usr/bin/python3 tools/record_checkpointed.py --only NAME ...  # some of them
+    /usr/bin/python3 tools/record_checkpointed.py --counts NAME ... # op-call counts per phase of any trace
+    /usr/bin/python3 tools/record_checkpointed.py --dump NAME      # allocation list (record_training's)
+
+Same protocol as tools/record_training.py, whose record_one() does the
+recording unchanged (fresh subprocess, seed 0, one thread, profiler on from
+model construction, two warm-up iterations, iteration 3 profiled with the
+gpumem:* ranges, same facts fields), with three differences:
+
+  - after build(), each listed module's `forward` is replaced by a function
+    that, in training, calls torch.utils.checkpoint.checkpoint(original bound
+    forward, *tensor args) (torch 1.13's default: reentrant, preserve_rng_state
+    =True); keyword arguments (TransformerEncoderLayer's src_mask=None,
+    src_key_padding_mask=None) are bound by a closure, since 1.13's reentrant
+    checkpoint takes no kwargs;
+  - no ONNX is exported (the graph is the base configuration's): the facts'
+    "onnx" section says "same_graph_as" and keeps the base graph's
+    initializer list; "checkpoint" lists the modules;
+  - the facts gain "op_calls": per gpumem phase, the calls of aten::convolution,
+    aten::linear, aten::addmm, aten::bmm, aten::matmul, counted on the
+    profiler's full event tree of the step ("all_events") and on the operators
+    the written trace keeps ("in_trace": record_training keeps only operators
+    under which memory events happen). The recomputation shows as forward ops
+    inside the backward phase.
+
+After the step it checks that every parameter of the checkpointed modules has
+a .grad (the loss backpropagates through the checkpoints).
+
+What the recordings show (torch 1.13 CPU; `--dump NAME` lists every event;
+compared with `gpumem train ... --checkpoint ... --device cpu`):
+
+  resnet18_sgd_ckpt       recorded peak 279541960 (backward, layer1.1's segment,
+                          conv2's convolution_backward, event 1142); the
+                          non-checkpointed step's is 308932040.
+  transformer_adamw_ckpt  recorded peak  91719272 (backward, encoder.layers.0's
+                          segment, linear2's AddmmBackward0, event 916); the
+                          non-checkpointed step's is 176379872.
+
+  - forward: a segment runs under no_grad, its intermediates die at once; only
+    its input stays (saved by CheckpointFunction), plus torch.get_rng_state()
+    (5056 B, ctx.fwd_cpu_state) per segment, which lives until the whole
+    backward ends (freed with the graph, after the last segment's backward),
+    not until its own segment's backward.
+  - backward, per segment: fork_rng stashes another 5056 B during the recompute;
+    the recomputed forward allocates as the normal forward does (mkldnn double
+    buffers, BatchNorm stats, dropout masks; BatchNorm's running stats are
+    updated a second time). Two tensors outlive their last use, until
+    CheckpointFunctionBackward returns: the incoming gradient of the segment's
+    output (its `args`) and the recomputed output (`outputs`), each one
+    output-sized. The segment's saved input is freed then too (after the
+    segment's first-layer weight gradient).
+"""
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import record_training as rt  # noqa: E402
+
+OPS = ["aten::convolution", "aten::linear", "aten::addmm", "aten::bmm", "aten::matmul"]
+
+CKPT_CONFIGS = {
+    "resnet18_sgd_ckpt": dict(base="resnet18_sgd",
+                              checkpoint=["layer1.0", "layer1.1", "layer2.0", "layer2.1"]),
+    "transformer_adamw_ckpt": dict(base="transformer_adamw",
+                                   checkpoint=["encoder.layers.0", "encoder.layers.1",
+                                               "encoder.layers.2", "encoder.layers.3"]),
+}
+
+_state = {}
+
+
+def spec_of(name):
+    """A checkpointed configuration, or (for --plain) a base one with nothing checkpointed."""
+    return CKPT_CONFIGS[name] if name in CKPT_CONFIGS else dict(base=name, checkpoint=[])
+
+
+def wrap_checkpoint(module):
+    """module.forward -> checkpoint(original bound forward, *args) in training."""
+    import torch.utils.checkpoint
+
+    orig = module.forward
+
+    def forward(*args, **kwargs):
+        if not module.training:
+            return orig(*args, **kwargs)
+
+        def run(*a):
+            return orig(*a, **kwargs)
+
+        return torch.utils.checkpoint.checkpoint(run, *args)
+
+    module.forward = forward
+
+
+def install(name):
+    """Patches record_training for the checkpointed configuration `name`."""
+    spec = spec_of(name)
+    base = spec["base"]
+    rt.CONFIGS[name] = dict(rt.CONFIGS[base])
+    orig_build = rt.build
+    orig_chrome_lines = rt.chrome_lines
+    orig_write = rt.write_atomically
+
+    def build(n):
+        model, optimizer, x, y, autocast = orig_build(base if n == name else n)
+        if n == name:
+            for mname in spec["checkpoint"]:
+                wrap_checkpoint(model.get_submodule(mname))
+            _state["model"] = model
+        return model, optimizer, x, y, autocast
+
+    def chrome_lines(roots, pid):
+        _state["all_events"] = count_event_tree(roots)
+        return orig_chrome_lines(roots, pid)
+
+    def export_onnx(n, model, x):
+        import onnx
+        data = (rt.OUT_DIR / f"{base}.onnx").read_bytes()
+        proto = onnx.load_from_string(data)
+        base_facts = json.loads((rt.OUT_DIR / f"{base}.facts.json").read_text())
+        return data, base_facts["onnx"]["opset"], proto, base_facts["onnx"]["input_names"][0]
+
+    def write_atomically(path, data):
+        if str(path).endswith(".onnx"):
+            return  # no export: the graph is the base configuration's
+        orig_write(path, data)
+
+    rt.build = build
+    rt.chrome_lines = chrome_lines
+    rt.export_onnx = export_onnx
+    rt.write_atomically = write_atomically
+
+
+def phase_of(stack_names):
+    return next((s[len(rt.RANGE_PREFIX):] for s in stack_names if s.startswith(rt.RANGE_PREFIX)), "between")
+
+
+def empty_counts():
+    return {p: {op: 0 for op in OPS} for p in rt.PHASES + ["between"]}
+
+
+def count_event_tree(roots):
+    from torch._C._profiler import _EventType
+    counts = empty_counts()
+
+    def walk(event, stack):
+        if event.tag != _EventType.TorchOp:
+            return
+        stack = stack + [event.name]
+        if event.name in OPS:
+            counts[phase_of(stack)][event.name] += 1
+        for c in event.children:
+            walk(c, stack)
+
+    for r in roots:
+        walk(r, [])
+    return counts
+
+
+def count_trace(path):
+    """Per-phase op calls among the operators a written trace keeps."""
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    spans = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    ranges = [(float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"][len(rt.RANGE_PREFIX):])
+              for e in spans if e["name"].startswith(rt.RANGE_PREFIX)]
+    counts = empty_counts()
+    for e in spans:
+        if e["name"] in OPS:
+            ts = float(e["ts"])
+            ph = next((p for s, t, p in ranges if s <= ts <= t), "between")
+            counts[ph][e["name"]] += 1
+    return counts
+
+
+def compact(counts):
+    return {p: {op: n for op, n in c.items() if n} for p, c in counts.items() if any(c.values())}
+
+
+def record(name, out_dir):
+    install(name)
+    rt.record_one(name, out_dir)
+    model = _state["model"]
+    spec = spec_of(name)
+    missing = [f"{m}.{p}" for m in spec["checkpoint"]
+               for p, t in model.get_submodule(m).named_parameters() if t.grad is None]
+    if missing:
+        raise SystemExit(f"{name}: parameters without .grad after the step: {missing}")
+    n_params = sum(1 for m in spec["checkpoint"] for _ in model.get_submodule(m).parameters())
+    facts_path = out_dir / f"{name}.facts.json"
+    facts = json.loads(facts_path.read_text())
+    base = spec["base"]
+    facts["config"]["checkpoint"] = ("torch.utils.checkpoint.checkpoint(original bound forward, *tensor args) "
+                                     "(reentrant, preserve_rng_state=True, torch 1.13's defaults) replacing "
+                                     "each listed module's forward in training; kwargs bound by a closure")
+    facts["checkpoint"] = spec["checkpoint"]
+    facts["checkpointed_parameters_with_grad"] = n_params
+    onnx = facts["onnx"]
+    onnx["file"] = f"{base}.onnx"
+    onnx["same_graph_as"] = f"{base}.onnx"
+    onnx["same_graph_note"] = "not exported again: checkpointing does not change the graph"
+    facts["op_calls"] = {
+        "note": "calls per gpumem phase in the profiled step; all_events: the profiler's full event tree; "
+                "in_trace: the operators the written trace keeps (those enclosing memory events)",
+        "all_events": compact(_state["all_events"]),
+        "in_trace": compact(count_trace(out_dir / f"{name}.trace.json.gz")),
+    }
+    rt.write_atomically(facts_path, (json.dumps(facts, indent=1) + "\n").encode())
+    print(f"  op calls (all events): {json.dumps(facts['op_calls']['all_events'])}")
+    print(f"  op calls (in trace):   {json.dumps(facts['op_calls']['in_trace'])}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=list(CKPT_CONFIGS))
+    parser.add_argument("--out", default=str(rt.OUT_DIR))
+    parser.add_argument("--counts", nargs="+", metavar="NAME", help="op-call counts per phase of written traces")
+    parser.add_argument("--dump", metavar="NAME")
+    parser.add_argument("--plain", nargs="+", metavar="NAME", help="re-record base configurations (no "
+                        "checkpointing) into --out (not tests/data/train) for their full-event op counts")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.dump:
+        rt.dump(args.dump)
+        return 0
+    if args.counts:
+        for n in args.counts:
+            p = Path(n) if Path(n).exists() else rt.OUT_DIR / f"{n}.trace.json.gz"
+            print(f"{n}: {json.dumps(compact(count_trace(p)))}")
+        return 0
+    out_dir = Path(args.out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        record(args.one, out_dir)
+        return 0
+    if args.plain and out_dir == rt.OUT_DIR.resolve():
+        parser.error("--plain needs an --out other than tests/data/train")
+    for name in args.plain or args.only or list(CKPT_CONFIGS):
+        t = time.time()
+        rc = subprocess.call([sys.executable, str(Path(__file__).resolve()), "--one", name, "--out", str(out_dir)])
+        print(f"  ({name}: {time.time() - t:.1f} s, rc {rc})", flush=True)
+        if rc:
+            return rc
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
