@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   const gpumem::cli::Action trace = gpumem::cli::add_trace_command(app);
   const gpumem::cli::Action replay = gpumem::cli::add_replay_command(app);
   const gpumem::cli::Action train = gpumem::cli::add_train_command(app);
+  const gpumem::cli::Action fit = gpumem::cli::add_fit_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("trace")) return trace();
     if (app.got_subcommand("replay")) return replay();
     if (app.got_subcommand("train")) return train();
+    if (app.got_subcommand("fit")) return fit();
   } catch (const gpumem::InputError& e) {
     std::fprintf(stderr, "gpumem: error: %s\n", e.what());
     return gpumem::kExitBadInput;

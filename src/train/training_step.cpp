@@ -9,6 +9,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/model/onnx_loader.h"
 #include "train/autocast.h"
+#include "train/flops.h"
 #include "train/op_rules.h"
 #include "train/optimizer_rules.h"
 #include "train/step_graph.h"
@@ -66,7 +67,7 @@ const char* to_string(Category c) {
   return "?";
 }
 
-std::string module_path(const std::string& node_name) {
+std::string module_path(const std::string& node_name, int depth) {
   if (node_name.empty() || node_name[0] != '/') return "";
   std::vector<std::string> scopes;
   size_t start = 1;
@@ -76,6 +77,7 @@ std::string module_path(const std::string& node_name) {
     scopes.push_back(node_name.substr(start, slash - start));
     start = slash + 1;
   }
+  if (depth >= 1 && scopes.size() > static_cast<size_t>(depth)) scopes.resize(static_cast<size_t>(depth));
   // Each scope is a child's name relative to its parent, except that a
   // container's children repeat the container's path ("layer2", "layer2.1").
   std::string path;
@@ -117,8 +119,8 @@ class Simulator {
   TrainingStep& out_;
   std::vector<Phase> phase_of_time_;
   std::vector<std::string> op_of_time_;
-  std::vector<int> time_of_op_;     // forward time per op
-  std::vector<int> backward_time_;  // per op, kNever when it has no backward
+  std::vector<int> time_of_op_;      // forward time per op
+  std::vector<int> backward_time_;   // per op, kNever when it has no backward
   std::vector<int> segment_of_;      // per op: its checkpointed segment, -1 none
   std::vector<int> recompute_time_;  // per op in a segment: when backward recomputes it
   std::vector<int> producer_;        // per value: the op that produces it, -1 none
@@ -232,12 +234,17 @@ class Simulator {
     // then backward in reverse, then the optimizer.
     phase_of_time_.push_back(Phase::kResident);
     op_of_time_.push_back("");
+    out_.op_at_time.push_back(-1);
     time_of_op_.assign(g_.ops.size(), kNever);
     backward_time_.assign(g_.ops.size(), kNever);
     for (size_t k = 0; k < g_.ops.size(); ++k) {
       time_of_op_[k] = static_cast<int>(phase_of_time_.size());
       phase_of_time_.push_back(k < forward_ops_ ? Phase::kForward : Phase::kLoss);
       op_of_time_.push_back(g_.ops[k].name);
+      out_.op_at_time.push_back(static_cast<int>(k));
+      out_.op_names.push_back(g_.ops[k].name);
+      out_.op_flops.push_back(forward_flops(g_.ops[k], g_));
+      out_.forward_flops += out_.op_flops.back();
     }
     mark_segments();
     for (size_t k = g_.ops.size(); k-- > 0;) {
@@ -253,15 +260,17 @@ class Simulator {
           recompute_time_[j] = static_cast<int>(phase_of_time_.size());
           phase_of_time_.push_back(Phase::kBackward);
           op_of_time_.push_back("recompute " + g_.ops[j].name);
+          out_.op_at_time.push_back(static_cast<int>(j));
           out_.recomputed_ops.push_back(static_cast<int>(j));
+          out_.recompute_flops += forward_flops(g_.ops[j], g_);
         }
       }
       if (!g_.ops[k].needs_backward) continue;
       backward_time_[k] = static_cast<int>(phase_of_time_.size());
       phase_of_time_.push_back(Phase::kBackward);
       op_of_time_.push_back(g_.ops[k].name);
+      out_.op_at_time.push_back(static_cast<int>(k));
     }
-
   }
 
   // Each module to checkpoint is one segment: its ops from the first to the
@@ -404,9 +413,22 @@ class Simulator {
   void run_op(size_t k, int t, int backward) {
     const Op& op = g_.ops[k];
     const OpRule& r = rules_[k];
-    const std::string label = phase_of_time_[static_cast<size_t>(t)] == Phase::kBackward ? "recompute " + op.name : op.name;
+    const bool recompute = phase_of_time_[static_cast<size_t>(t)] == Phase::kBackward;
+    const std::string label = recompute ? "recompute " + op.name : op.name;
+    auto note = [&](int allocation, std::vector<int> Allocation::*list) {
+      if (allocation >= 0 && !recompute) {
+        (out_.allocations[static_cast<size_t>(allocation)].*list).push_back(static_cast<int>(k));
+      }
+    };
+    auto make = [&](const std::string& what, uint64_t bytes) {
+      const int a = allocate(what, label, Category::kTransient, bytes, t);
+      if (!recompute) out_.allocations.back().op_index = static_cast<int>(k);
+      return a;
+    };
     for (int in : op.inputs) {
-      if (in >= 0) hold(storage_of(in), t);
+      if (in < 0) continue;
+      hold(storage_of(in), t);
+      note(storage_of(in), &Allocation::read_by);
     }
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       const int o = op.outputs[i];
@@ -416,15 +438,16 @@ class Simulator {
         v.alias_of = root(op.inputs[0]);
       }
       if (v.alias_of >= 0 || v.bytes == 0) continue;
-      storage_[static_cast<size_t>(o)] = allocate(v.name, label, Category::kTransient, v.bytes, t);
+      storage_[static_cast<size_t>(o)] = make(v.name, v.bytes);
     }
     if (backward == kNever) {
-      for (const Extra& e : r.extras) allocate(e.what + " of " + op.name, label, Category::kTransient, e.bytes, t);
+      for (const Extra& e : r.extras) make(e.what + " of " + op.name, e.bytes);
       return;
     }
     // What backward needs stays until the op's backward has run.
     auto keep = [&](int allocation) {
       if (allocation < 0) return;
+      note(allocation, &Allocation::kept_by);
       hold(allocation, backward);
       Allocation& a = out_.allocations[static_cast<size_t>(allocation)];
       if (a.category == Category::kTransient) a.category = Category::kSavedActivations;
@@ -436,7 +459,7 @@ class Simulator {
     }
     if (r.saved_output && !op.outputs.empty() && op.outputs[0] >= 0) keep(storage_of(op.outputs[0]));
     for (const Extra& e : r.extras) {
-      const int a = allocate(e.what + " of " + op.name, label, Category::kTransient, e.bytes, t);
+      const int a = make(e.what + " of " + op.name, e.bytes);
       if (e.saved) keep(a);
     }
   }
@@ -513,6 +536,7 @@ class Simulator {
     auto new_time = [&](std::string what) {
       phase_of_time_.push_back(Phase::kOptimizer);
       op_of_time_.push_back(std::move(what));
+      out_.op_at_time.push_back(-1);
       return static_cast<int>(phase_of_time_.size()) - 1;
     };
     if (foreach) {

@@ -50,7 +50,9 @@ struct TrainOptions {
 // "/layer2/layer2.1/conv1/Conv" -> "layer2.1.conv1",
 // "/encoder/layers.0/self_attn/MatMul" -> "encoder.layers.0.self_attn";
 // "" for a node outside any module or not named that way.
-std::string module_path(const std::string& node_name);
+// With `depth` >= 1, only the first `depth` scopes: the ancestor at that
+// depth ("/layer2/layer2.1/conv1/Conv" at depth 1: "layer2").
+std::string module_path(const std::string& node_name, int depth = -1);
 
 // What a byte at the peak is.
 enum class Category : std::uint8_t {
@@ -75,6 +77,11 @@ struct Allocation {
   uint64_t bytes = 0;
   int alloc_time = 0;
   int free_time = 0;  // > alloc_time; the end of the step for what outlives it
+  // Provenance, for forward allocations: the op position that made it, and
+  // the forward ops that read it or keep it for backward (planning uses
+  // these to tell what checkpointing would free).
+  int op_index = -1;
+  std::vector<int> read_by, kept_by;
 };
 
 struct TimelinePoint {
@@ -107,6 +114,14 @@ struct TrainingStep {
   uint64_t allocated_in_phase[5] = {};
   uint64_t peak_in_phase[5] = {};
   std::vector<int> recomputed_ops;  // op positions that backward runs again (checkpointing)
+  // Per forward op position (the loss's ops last): its node name and FLOPs.
+  std::vector<std::string> op_names;
+  std::vector<uint64_t> op_flops;
+  uint64_t forward_flops = 0;    // one forward pass, the loss included
+  uint64_t recompute_flops = 0;  // what checkpointing runs again
+  // Per time: the forward op it runs (or recomputes, or backpropagates
+  // through) as an op position; -1 for resident and optimizer times.
+  std::vector<int> op_at_time;
 };
 
 // Loads the model and predicts one step. Throws InputError (one line, naming

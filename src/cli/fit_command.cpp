@@ -1,0 +1,75 @@
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/model_flags.h"
+#include "cli/size_flag.h"
+#include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
+#include "gpumem/report/fit_report.h"
+
+namespace gpumem::cli {
+
+Action add_fit_command(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("fit", "Make a training step fit a budget: cheapest changes, checkpointing, largest batch");
+  struct Args {
+    std::string model, budget, optimizer = "adamw", precision = "fp32", device = "cuda", emit, out_dir = ".";
+    ModelFlags flags;
+    bool max_batch = false, json = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
+  cmd->add_option("--budget", args->budget, "Memory per GPU (e.g. 24GiB)")->required();
+  add_shape_flags(*cmd, args->flags);
+  cmd->add_flag("--max-batch", args->max_batch, "Find the largest batch (the first input dimension) that fits");
+  cmd->add_option("--optimizer", args->optimizer, "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit")
+      ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adam8bit"}));
+  cmd->add_option("--precision", args->precision, "fp32 | amp-fp16 | amp-bf16 | bf16 | auto (the cheapest that fits)")
+      ->check(CLI::IsMember({"fp32", "amp-fp16", "amp-bf16", "bf16", "auto"}));
+  cmd->add_option("--device", args->device, "cuda | cpu")->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd->add_option("--emit", args->emit, "checkpoint: write the modules to checkpoint as JSON")
+      ->check(CLI::IsMember({"checkpoint"}));
+  cmd->add_option("-o,--out", args->out_dir, "Directory for --emit (default: .)");
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/fit.md)");
+
+  return [args]() {
+    static const std::map<std::string, train::Optimizer> optimizers = {{"sgd", train::Optimizer::kSgd},
+                                                                       {"sgd-momentum", train::Optimizer::kSgdMomentum},
+                                                                       {"adam", train::Optimizer::kAdam},
+                                                                       {"adamw", train::Optimizer::kAdamW},
+                                                                       {"adafactor", train::Optimizer::kAdafactor},
+                                                                       {"adam8bit", train::Optimizer::kAdam8bit}};
+    static const std::map<std::string, train::Precision> precisions = {{"fp32", train::Precision::kFp32},
+                                                                       {"amp-fp16", train::Precision::kAmpFp16},
+                                                                       {"amp-bf16", train::Precision::kAmpBf16},
+                                                                       {"bf16", train::Precision::kBf16},
+                                                                       {"auto", train::Precision::kFp32}};
+    train::FitRequest request;
+    request.options.model = to_inspect_options(args->flags);
+    request.options.optimizer = optimizers.at(args->optimizer);
+    request.options.precision = precisions.at(args->precision);
+    request.options.device = args->device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
+    request.precision_auto = args->precision == "auto";
+    request.max_batch = args->max_batch;
+    request.budget = parse_size_flag("--budget", args->budget);
+    if (args->max_batch && args->flags.batch) throw InputError("fit: give --batch N or --max-batch, not both");
+    const train::FitResult fit = train::fit_training(args->model, request);
+    if (args->emit == "checkpoint") {
+      const auto path = std::filesystem::path(args->out_dir) / "checkpoint.json";
+      write_file_atomically(path.string(), checkpoint_plan_json(fit));
+    }
+    if (args->json) {
+      std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), stdout);
+    } else {
+      std::fputs(render_fit_text(fit).c_str(), stdout);
+    }
+    return fit.fits ? kExitOk : kExitDoesNotFit;
+  };
+}
+
+}  // namespace gpumem::cli
