@@ -1,7 +1,7 @@
 // Memory per GPU under DeepSpeed ZeRO, FSDP and pipeline stages: DeepSpeed's
 // published estimator figures recomputed, the detailed model against those
 // estimators, partitioning that only ever helps, the pipeline split against
-// brute force.
+// brute force, and the emitted engine configurations.
 #include <algorithm>
 #include <functional>
 #include <random>
@@ -9,8 +9,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "gpumem/common/error.h"
+#include "gpumem/train/engine_config.h"
 #include "gpumem/train/sharding.h"
 #include "train/recorded_steps.h"
 
@@ -254,6 +256,32 @@ TEST(ShardingPlans, ActivationsComeFromThePredictedStep) {
   EXPECT_GT(m.activation_bytes, 0u);
   EXPECT_LE(m.activation_bytes, step.peak_bytes);
   EXPECT_GE(m.activation_bytes, step.breakdown[static_cast<int>(Category::kSavedActivations)]);
+}
+
+TEST(EngineConfig, DeepSpeedJsonParsesWithTheStageAndOffloads) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    const auto config = nlohmann::json::parse(deepspeed_config_json({stage, true, stage == 3}, Precision::kAmpBf16, 8));
+    EXPECT_EQ(config["zero_optimization"]["stage"], stage);
+    EXPECT_EQ(config["zero_optimization"]["offload_optimizer"]["device"], "cpu");
+    EXPECT_EQ(config["zero_optimization"].contains("offload_param"), stage == 3);
+    EXPECT_EQ(config["zero_optimization"].contains("stage3_prefetch_bucket_size"), stage == 3);
+    EXPECT_EQ(config["bf16"]["enabled"], true);
+    EXPECT_EQ(config["train_micro_batch_size_per_gpu"], 8);
+  }
+  const auto fp16 = nlohmann::json::parse(deepspeed_config_json({2, false, false}, Precision::kAmpFp16, 1));
+  EXPECT_EQ(fp16["fp16"]["enabled"], true);
+  EXPECT_FALSE(fp16.contains("bf16"));
+  EXPECT_FALSE(fp16["zero_optimization"].contains("offload_optimizer"));
+}
+
+TEST(EngineConfig, FsdpSnippetNamesTheStrategyAndWrapPolicy) {
+  const std::string by_class = fsdp_snippet(FsdpSharding::kFullShard, Precision::kAmpBf16, {"GPT2Block"});
+  EXPECT_NE(by_class.find("ShardingStrategy.FULL_SHARD"), std::string::npos);
+  EXPECT_NE(by_class.find("transformer_layer_cls={GPT2Block}"), std::string::npos);
+  EXPECT_NE(by_class.find("MixedPrecision(param_dtype=torch.bfloat16"), std::string::npos);
+  const std::string by_size = fsdp_snippet(FsdpSharding::kShardGradOp, Precision::kFp32, {"", 1'000'000});
+  EXPECT_NE(by_size.find("ShardingStrategy.SHARD_GRAD_OP"), std::string::npos);
+  EXPECT_NE(by_size.find("size_based_auto_wrap_policy, min_num_params=1000000"), std::string::npos);
 }
 
 }  // namespace
