@@ -88,7 +88,9 @@ ShardingPlan zero_plan(const ModelStates& m, const Cluster& c, const ZeroSetting
   p.zero = zero;
   p.setting = "zero" + std::to_string(zero.stage);
   if (zero.offload_optimizer) p.setting += " offload_optimizer";
-  const bool offload_param = zero.stage == 3 && zero.offload_optimizer && zero.offload_param;
+  // DeepSpeed offloads parameters with or without the optimizer (its
+  // estimator only prices them together), in stage 3 alone.
+  const bool offload_param = zero.stage == 3 && zero.offload_param;
   if (offload_param) p.setting += " offload_param";
   p.zero.offload_param = offload_param;
 

@@ -149,6 +149,11 @@ TEST(ZeroPlan, EachStageAndEachGpuOnlyHelps) {
   }
   const ShardingPlan params_moved = zero_plan(m, {8, 1}, {3, true, true});
   EXPECT_LT(params_moved.gpu_bytes_per_gpu, zero_plan(m, {8, 1}, {3, true, false}).gpu_bytes_per_gpu);
+  // Parameters alone, too; only stage 3 partitions them, so only it offloads them.
+  const ShardingPlan params_only = zero_plan(m, {8, 1}, {3, false, true});
+  EXPECT_EQ(params_only.setting, "zero3 offload_param");
+  EXPECT_EQ(params_only.cpu_bytes, 8 * 2 * 125'000'000ull);
+  EXPECT_EQ(zero_plan(m, {8, 1}, {2, false, true}).setting, "zero2");
 }
 
 TEST(ZeroPlan, BuffersUseDeepSpeedsDefaultsCappedByTheModel) {
