@@ -97,6 +97,8 @@ constexpr int kNever = -1;
 // PyTorch's default cuBLAS workspace, CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8
 // (4096 KiB x 2 + 16 KiB x 8), the size memory snapshots show for it.
 constexpr uint64_t kCublasWorkspaceBytes = 8519680;
+// torch.get_rng_state() on CPU: the Mersenne Twister state, as a tensor.
+constexpr uint64_t kCpuRngStateBytes = 5056;
 
 // Builds the step's allocations: forward, loss, backward, optimizer.
 class Simulator {
@@ -124,6 +126,9 @@ class Simulator {
   std::vector<int> segment_of_;      // per op: its checkpointed segment, -1 none
   std::vector<int> recompute_time_;  // per op in a segment: when backward recomputes it
   std::vector<int> producer_;        // per value: the op that produces it, -1 none
+  std::vector<int> segment_end_;     // per segment: the time its backward ends
+  std::vector<int> recompute_end_;   // per segment: its last recomputation time
+  int last_backward_time_ = 0;
   std::vector<OpRule> rules_;
   std::vector<int> storage_;  // per value: its allocation index, -1 none
   std::vector<int> grad_;     // per gradient root: the allocation holding its gradient, -1 none
@@ -271,6 +276,16 @@ class Simulator {
       op_of_time_.push_back(g_.ops[k].name);
       out_.op_at_time.push_back(static_cast<int>(k));
     }
+    last_backward_time_ = static_cast<int>(phase_of_time_.size()) - 1;
+    segment_end_.assign(o_.checkpoint.size(), 0);
+    recompute_end_.assign(o_.checkpoint.size(), 0);
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      const int seg = segment_of_[k];
+      if (seg < 0) continue;
+      auto& end = segment_end_[static_cast<size_t>(seg)];
+      end = std::max({end, backward_time_[k], recompute_time_[k]});
+      recompute_end_[static_cast<size_t>(seg)] = std::max(recompute_end_[static_cast<size_t>(seg)], recompute_time_[k]);
+    }
   }
 
   // Each module to checkpoint is one segment: its ops from the first to the
@@ -387,20 +402,52 @@ class Simulator {
       cublas_workspace(g_.ops[k], time_of_op_[k], workspace, "forward");
       const bool checkpointed = segment_of_[k] >= 0 && recompute_time_[k] != kNever;
       if (checkpointed) {
-        // torch.utils.checkpoint keeps the segment's inputs, not what its
-        // ops would keep: those come back when the segment is recomputed.
+        // torch.utils.checkpoint keeps the segment's inputs until its
+        // backward is over, not what its ops would keep: those come back
+        // when the segment is recomputed.
+        const int seg = segment_of_[k];
         for (int in : g_.ops[k].inputs) {
-          if (in < 0 || produced_in_segment(root(in), segment_of_[k])) continue;
-          hold(storage_of(in), recompute_time_[k]);
+          if (in < 0 || produced_in_segment(root(in), seg)) continue;
+          hold(storage_of(in), segment_end_[static_cast<size_t>(seg)]);
+        }
+        // On CPU it also keeps the generator's state (5,056 bytes in torch
+        // 1.13) until the whole backward pass ends; CUDA's lives on the host.
+        if (o_.device == Device::kCpu && (k == 0 || segment_of_[k - 1] != seg)) {
+          hold(allocate("RNG state of a checkpoint", g_.ops[k].name, Category::kTransient, kCpuRngStateBytes,
+                        time_of_op_[k]),
+               last_backward_time_);
         }
       }
       run_op(k, time_of_op_[k], checkpointed ? kNever : backward_time_[k]);
     }
     // Recomputation, in the backward pass: the segment's ops run again and
-    // keep what their backward needs.
+    // keep what their backward needs. The recomputed outputs stay until the
+    // segment's backward is over (CheckpointFunction holds them).
     for (size_t k = 0; k < g_.ops.size(); ++k) {
-      if (recompute_time_[k] != kNever) run_op(k, recompute_time_[k], backward_time_[k]);
+      if (recompute_time_[k] == kNever) continue;
+      const int seg = segment_of_[k];
+      if (o_.device == Device::kCpu && (k == 0 || segment_of_[k - 1] != seg)) {
+        // fork_rng's copy of the state while the segment reruns.
+        hold(allocate("RNG state while recomputing", "recompute " + g_.ops[k].name, Category::kTransient,
+                      kCpuRngStateBytes, recompute_time_[k]),
+             recompute_end_[static_cast<size_t>(seg)]);
+      }
+      run_op(k, recompute_time_[k], backward_time_[k]);
+      for (int o : g_.ops[k].outputs) {
+        if (o >= 0 && leaves_segment(o, seg)) hold(storage_of(o), segment_end_[static_cast<size_t>(seg)]);
+      }
     }
+  }
+
+  // Whether `value`, made in `segment`, is read by an op outside it.
+  bool leaves_segment(int value, int segment) const {
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      if (segment_of_[k] == segment) continue;
+      for (int in : g_.ops[k].inputs) {
+        if (in >= 0 && root(in) == root(value)) return true;
+      }
+    }
+    return false;
   }
 
   bool produced_in_segment(int value, int segment) const {
@@ -516,6 +563,17 @@ class Simulator {
       }
       if (r.backward_scratch > 0)
         allocate("scratch of " + op.name, op.name, Category::kTransient, r.backward_scratch, t);
+    }
+    // CheckpointFunction's backward holds the gradient of the segment's
+    // outputs until it returns.
+    for (size_t k = 0; k < g_.ops.size(); ++k) {
+      const int seg = segment_of_[k];
+      if (seg < 0 || recompute_time_[k] == kNever) continue;
+      for (int o : g_.ops[k].outputs) {
+        if (o >= 0 && leaves_segment(o, seg)) {
+          hold(grad_[static_cast<size_t>(grad_root_[static_cast<size_t>(o)])], segment_end_[static_cast<size_t>(seg)]);
+        }
+      }
     }
     // Each activation's gradient is needed until its producer's backward.
     for (size_t k = 0; k < g_.ops.size(); ++k) {
