@@ -7,7 +7,11 @@
 #include <filesystem>
 #include <string>
 
+#include <random>
+
 #include "gpumem/model/onnx_loader.h"
+#include "gpumem/train/checkpoint_plan.h"
+#include "gpumem/train/fit.h"
 #include "gpumem/train/training_step.h"
 
 namespace {
@@ -34,6 +38,47 @@ void BM_PredictStepFromFile(benchmark::State& state, const char* dir, const char
     benchmark::DoNotOptimize(step.peak_bytes);
   }
 }
+
+// The checkpointing dynamic program on a chain of 1,000 units (goal: proven
+// optimal in under 1 s), at a budget of half the activations: each unit
+// frees its activations when checkpointed and keeps its input instead.
+void BM_SolveChain(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  std::mt19937_64 rng(7);
+  gpumem::train::ChainProblem p;
+  int64_t total = 0;
+  std::vector<int64_t> activations(n);
+  for (size_t i = 0; i < n; ++i) {
+    activations[i] = 1'000'000 + static_cast<int64_t>(rng() % 9'000'000);
+    const int64_t input = activations[i] / 8;
+    p.cost.push_back(activations[i] * 3);
+    p.saving.push_back({0, activations[i] - input, 0, activations[i] - input});
+    total += activations[i];
+  }
+  int64_t prefix = 0;
+  for (size_t i = 0; i < n; ++i) {
+    prefix += activations[i];
+    p.need.push_back(prefix - total / 2);  // live above the budget once units 0..i are stored
+  }
+  for (auto _ : state) {
+    auto s = gpumem::train::solve_chain(p);
+    benchmark::DoNotOptimize(s.cost);
+    state.counters["feasible"] = s.feasible;
+  }
+}
+BENCHMARK(BM_SolveChain)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// `gpumem fit`'s search on the bundled BERT-base graph at half its peak.
+void BM_FitBert(benchmark::State& state) {
+  const std::string path = path_of("examples/models", "bert_base");
+  gpumem::train::FitRequest request;
+  request.budget = gpumem::train::predict_training_step(path, request.options).peak_bytes * 3 / 4;
+  for (auto _ : state) {
+    auto fit = gpumem::train::fit_training(path, request);
+    benchmark::DoNotOptimize(fit.predicted_peak);
+  }
+}
+BENCHMARK(BM_FitBert)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_PredictStep, bert_base, "examples/models", "bert_base")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_PredictStepFromFile, bert_base, "examples/models", "bert_base")->Unit(benchmark::kMillisecond);

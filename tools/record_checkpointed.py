@@ -75,6 +75,11 @@ CKPT_CONFIGS = {
     "transformer_adamw_ckpt": dict(base="transformer_adamw",
                                    checkpoint=["encoder.layers.0", "encoder.layers.1",
                                                "encoder.layers.2", "encoder.layers.3"]),
+    # The plans `gpumem fit --device cpu` makes: resnet18 (sgd-momentum) at
+    # --budget 282MiB, the transformer (adamw) at --budget 100MiB.
+    "resnet18_sgd_fit282": dict(base="resnet18_sgd", checkpoint=["layer1.0"]),
+    "transformer_adamw_fit100": dict(base="transformer_adamw",
+                                     checkpoint=["encoder.layers.0", "encoder.layers.1", "encoder.layers.2"]),
 }
 
 _state = {}

@@ -21,6 +21,7 @@ Action add_fit_command(CLI::App& app) {
     std::string model, budget, optimizer = "adamw", precision = "fp32", device = "cuda", emit, out_dir = ".";
     ModelFlags flags;
     bool max_batch = false, json = false;
+    int gpus = 1;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
@@ -32,8 +33,13 @@ Action add_fit_command(CLI::App& app) {
   cmd->add_option("--precision", args->precision, "fp32 | amp-fp16 | amp-bf16 | bf16 | auto (the cheapest that fits)")
       ->check(CLI::IsMember({"fp32", "amp-fp16", "amp-bf16", "bf16", "auto"}));
   cmd->add_option("--device", args->device, "cuda | cpu")->check(CLI::IsMember({"cuda", "cpu"}));
-  cmd->add_option("--emit", args->emit, "checkpoint: write the modules to checkpoint as JSON")
-      ->check(CLI::IsMember({"checkpoint"}));
+  cmd->add_option("--gpus", args->gpus,
+                  "GPUs to spread the step over: memory per GPU under DeepSpeed ZeRO, FSDP and "
+                  "pipeline stages")
+      ->check(kPositiveInteger);
+  cmd->add_option("--emit", args->emit,
+                  "checkpoint (checkpoint.json), deepspeed (ds_config.json) or fsdp (fsdp_wrap.py), into -o DIR")
+      ->check(CLI::IsMember({"checkpoint", "deepspeed", "fsdp"}));
   cmd->add_option("-o,--out", args->out_dir, "Directory for --emit (default: .)");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/fit.md)");
 
@@ -57,11 +63,15 @@ Action add_fit_command(CLI::App& app) {
     request.precision_auto = args->precision == "auto";
     request.max_batch = args->max_batch;
     request.budget = parse_size_flag("--budget", args->budget);
+    request.gpus = args->gpus;
+    if ((args->emit == "deepspeed" || args->emit == "fsdp") && args->gpus < 2) {
+      throw InputError("fit: --emit " + args->emit + " needs --gpus N (N > 1)");
+    }
     if (args->max_batch && args->flags.batch) throw InputError("fit: give --batch N or --max-batch, not both");
     const train::FitResult fit = train::fit_training(args->model, request);
-    if (args->emit == "checkpoint") {
-      const auto path = std::filesystem::path(args->out_dir) / "checkpoint.json";
-      write_file_atomically(path.string(), checkpoint_plan_json(fit));
+    if (!args->emit.empty()) {
+      const auto [name, contents] = emitted_file(fit, args->emit);
+      write_file_atomically((std::filesystem::path(args->out_dir) / name).string(), contents);
     }
     if (args->json) {
       std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), stdout);

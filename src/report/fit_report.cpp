@@ -2,6 +2,7 @@
 
 #include "gpumem/common/units.h"
 #include "gpumem/report/fit_report.h"
+#include "gpumem/train/engine_config.h"
 
 namespace gpumem {
 
@@ -36,6 +37,15 @@ std::string render_fit_text(const train::FitResult& f) {
     line(fmt::format("  recomputes {} FLOPs, {:.1f}% of one forward pass", format_count(f.checkpoint.recompute_flops),
                      100 * f.checkpoint.recompute_fraction));
   }
+  if (!f.per_gpu.empty()) {
+    line();
+    line(fmt::format("Per GPU     model states and activations, before checkpointing"));
+    line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", "engine", "setting", "per GPU", "CPU (node)", "fits"));
+    for (const auto& p : f.per_gpu) {
+      line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", p.engine, p.setting, format_bytes(p.gpu_bytes_per_gpu),
+                       format_bytes(p.cpu_bytes), p.gpu_bytes_per_gpu <= f.budget ? "yes" : "no"));
+    }
+  }
   return out;
 }
 
@@ -69,6 +79,20 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
     tried.push_back({{"batch", t.batch}, {"fits", t.fits}, {"peak_bytes", t.peak_bytes}});
   }
   doc["batches_tried"] = tried;
+  json per_gpu = json::array();
+  for (const auto& p : f.per_gpu) {
+    per_gpu.push_back({{"engine", p.engine},
+                       {"setting", p.setting},
+                       {"gpu_bytes", p.gpu_bytes_per_gpu},
+                       {"cpu_bytes", p.cpu_bytes},
+                       {"weight_bytes", p.weight_bytes},
+                       {"gradient_bytes", p.gradient_bytes},
+                       {"optimizer_bytes", p.optimizer_bytes},
+                       {"buffer_bytes", p.buffer_bytes},
+                       {"activation_bytes", p.activation_bytes},
+                       {"fits", p.gpu_bytes_per_gpu <= f.budget}});
+  }
+  doc["per_gpu"] = per_gpu;
   return doc;
 }
 
@@ -83,6 +107,27 @@ std::string checkpoint_plan_json(const train::FitResult& f) {
       "wrap each listed module's forward in torch.utils.checkpoint.checkpoint; module names as in "
       "model.named_modules()";
   return doc.dump(2) + "\n";
+}
+
+std::pair<std::string, std::string> emitted_file(const train::FitResult& f, const std::string& kind) {
+  if (kind == "checkpoint") return {"checkpoint.json", checkpoint_plan_json(f)};
+  // The lowest-memory plan of the engine, or the first of it that fits.
+  const train::ShardingPlan* chosen = nullptr;
+  const std::string engine = kind == "deepspeed" ? "deepspeed" : "fsdp";
+  for (const auto& p : f.per_gpu) {
+    if (p.engine != engine) continue;
+    if (!chosen) chosen = &p;
+    const bool fits = p.gpu_bytes_per_gpu <= f.budget;
+    const bool chosen_fits = chosen->gpu_bytes_per_gpu <= f.budget;
+    if ((fits && !chosen_fits) || (!chosen_fits && p.gpu_bytes_per_gpu < chosen->gpu_bytes_per_gpu)) chosen = &p;
+  }
+  if (!chosen) return {kind, ""};
+  if (kind == "deepspeed") {
+    return {"ds_config.json",
+            train::deepspeed_config_json(chosen->zero, f.options.precision, static_cast<uint64_t>(f.batch), {})};
+  }
+  train::FsdpWrap wrap;
+  return {"fsdp_wrap.py", train::fsdp_snippet(chosen->fsdp, f.options.precision, wrap)};
 }
 
 }  // namespace gpumem

@@ -13,7 +13,12 @@ std::vector<ChainUnit> chain_units(const TrainingStep& step, int depth) {
   std::map<std::string, std::pair<int, int>> span;
   std::vector<std::string> path(step.op_names.size());
   for (size_t k = 0; k < step.op_names.size(); ++k) {
-    path[k] = module_path(step.op_names[k], depth);
+    // An op directly in a shallower module ("/layer1/layer1.0/Add" at
+    // depth 3) belongs to no unit of this depth: a unit must hold every op
+    // its module path names.
+    const std::string& name = step.op_names[k];
+    const auto scopes = static_cast<int>(std::count(name.begin(), name.end(), '/')) - 1;
+    path[k] = scopes >= depth ? module_path(name, depth) : std::string();
     if (path[k].empty()) continue;
     auto [it, fresh] = span.try_emplace(path[k], static_cast<int>(k), static_cast<int>(k));
     if (!fresh) it->second.second = static_cast<int>(k);
@@ -33,62 +38,101 @@ std::vector<ChainUnit> chain_units(const TrainingStep& step, int depth) {
 }
 
 ChainSolution solve_chain(const ChainProblem& p) {
-  // One front per last choice: entries (savings, cost, parent) where no
-  // entry is both cheaper-or-equal and saving-more-or-equal than another.
-  struct Entry {
-    int64_t saving;
-    uint64_t cost;
-    int parent;  // index into the previous layer's entries, -1 at the start
-    bool checkpointed;
-  };
+  // Savings are counted in steps of q bytes, rounded down (so a plan found
+  // never saves less than the model says), over the range the constraints
+  // can tell apart: from the smallest need to the largest need plus every
+  // saving that could still be lost later. q = 1 (exact) while that range
+  // has at most kSteps values; kSteps shrinks with the chain's length to
+  // bound the work (about 2^22 states).
   ChainSolution out;
   if (p.need_before > 0) return out;
   const size_t n = p.cost.size();
-  std::vector<std::vector<Entry>> layers(n);  // all kept entries per unit, both choices
-  std::vector<Entry> previous = {{0, 0, -1, false}};
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<Entry> next[2];
-    for (size_t e = 0; e < previous.size(); ++e) {
-      const Entry& from = previous[e];
-      const int prev = i == 0 ? 0 : static_cast<int>(from.checkpointed);
-      for (int cur = 0; cur < 2; ++cur) {
-        const int64_t saving = from.saving + p.saving[i][static_cast<size_t>(prev * 2 + cur)];
-        if (saving < p.need[i]) continue;
-        next[cur].push_back({saving, from.cost + (cur ? p.cost[i] : 0), static_cast<int>(e), cur == 1});
-      }
-    }
-    std::vector<Entry> kept;
-    for (auto& front : next) {
-      std::sort(front.begin(), front.end(), [](const Entry& a, const Entry& b) {
-        return a.cost != b.cost ? a.cost < b.cost : a.saving > b.saving;
-      });
-      int64_t best = std::numeric_limits<int64_t>::min();
-      for (const Entry& e : front) {
-        if (e.saving <= best) continue;  // a cheaper entry saves as much
-        best = e.saving;
-        kept.push_back(e);
-      }
-    }
-    if (kept.empty()) return out;
-    layers[i] = kept;
-    previous = std::move(kept);
-  }
+  const int64_t kSteps = std::clamp<int64_t>((int64_t{1} << 22) / static_cast<int64_t>(std::max<size_t>(n, 1)),
+                                             int64_t{1} << 12, int64_t{1} << 20);
   if (n == 0) {
     out.feasible = true;
     return out;
   }
-  size_t best = 0;
-  for (size_t e = 1; e < layers[n - 1].size(); ++e) {
-    if (layers[n - 1][e].cost < layers[n - 1][best].cost) best = e;
+  // A need far below anything reachable (no moment of the step has that
+  // prefix stored) constrains nothing.
+  constexpr int64_t kNoNeed = std::numeric_limits<int64_t>::min() / 8;
+  int64_t lo = 0, hi = 0, losses = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (int64_t v : p.saving[i]) losses += std::max<int64_t>(0, -v);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (p.need[i] <= kNoNeed) continue;
+    lo = std::min(lo, p.need[i]);
+    hi = std::max(hi, p.need[i]);
+  }
+  lo -= losses;
+  hi += losses;
+  const int64_t q = std::max<int64_t>(1, (hi - lo + kSteps - 1) / kSteps);
+  auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  // top: the largest need rounded up, so that clamping never fails one.
+  const int64_t base = floor_div(lo, q), top = floor_div(hi, q) + 1;
+  const auto width = static_cast<size_t>(top - base + 1);
+  constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
+  // cost[cur][s]: the least recompute reaching savings step s with the
+  // last unit's choice cur; choice[i][cur][s] remembers the previous state.
+  std::vector<std::array<std::vector<uint64_t>, 2>> cost(2);
+  struct From {
+    int32_t s = -1;
+    int8_t prev = 0;
+  };
+  std::vector<std::array<std::vector<From>, 2>> from(n);
+  std::array<std::vector<uint64_t>, 2> now{std::vector<uint64_t>(width, kNone), std::vector<uint64_t>(width, kNone)};
+  const auto zero = static_cast<size_t>(-base);
+  now[0][zero] = 0;  // nothing saved, "previous unit" not checkpointed
+  bool any = true;
+  for (size_t i = 0; i < n && any; ++i) {
+    std::array<std::vector<uint64_t>, 2> next{std::vector<uint64_t>(width, kNone), std::vector<uint64_t>(width, kNone)};
+    from[i][0].assign(width, From{});
+    from[i][1].assign(width, From{});
+    const int64_t need = p.need[i] <= kNoNeed ? base : (p.need[i] + q - 1 - (p.need[i] < 0 ? q - 1 : 0)) / q;  // ceil
+    any = false;
+    for (int prev = 0; prev < 2; ++prev) {
+      if (i == 0 && prev == 1) continue;
+      for (size_t s = 0; s < width; ++s) {
+        if (now[static_cast<size_t>(prev)][s] == kNone) continue;
+        for (int cur = 0; cur < 2; ++cur) {
+          int64_t t = static_cast<int64_t>(s) + base + floor_div(p.saving[i][static_cast<size_t>(prev * 2 + cur)], q);
+          if (t < need) continue;
+          t = std::clamp(t, base, top);
+          const auto slot = static_cast<size_t>(t - base);
+          const uint64_t c = now[static_cast<size_t>(prev)][s] + (cur ? p.cost[i] : 0);
+          if (c < next[static_cast<size_t>(cur)][slot]) {
+            next[static_cast<size_t>(cur)][slot] = c;
+            from[i][static_cast<size_t>(cur)][slot] = From{static_cast<int32_t>(s), static_cast<int8_t>(prev)};
+            any = true;
+          }
+        }
+      }
+    }
+    now = std::move(next);
+  }
+  if (!any) return out;
+  int best_cur = 0;
+  size_t best_s = 0;
+  uint64_t best = kNone;
+  for (int cur = 0; cur < 2; ++cur) {
+    for (size_t s = 0; s < width; ++s) {
+      if (now[static_cast<size_t>(cur)][s] < best) {
+        best = now[static_cast<size_t>(cur)][s];
+        best_cur = cur;
+        best_s = s;
+      }
+    }
   }
   out.feasible = true;
-  out.cost = layers[n - 1][best].cost;
+  out.cost = best;
+  out.resolution = q;
   out.checkpointed.assign(n, false);
-  int at = static_cast<int>(best);
   for (size_t i = n; i-- > 0;) {
-    const Entry& e = layers[i][static_cast<size_t>(at)];
-    out.checkpointed[i] = e.checkpointed;
-    at = e.parent;
+    out.checkpointed[i] = best_cur == 1;
+    const From f = from[i][static_cast<size_t>(best_cur)][best_s];
+    best_cur = f.prev;
+    best_s = static_cast<size_t>(f.s);
   }
   return out;
 }
@@ -184,7 +228,8 @@ CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& option
     // budget by the simulated excess and solve again, a few times.
     uint64_t target = budget;
     for (int attempt = 0; attempt < 6; ++attempt) {
-      const ChainSolution s = solve_chain(chain_problem(base, units, target));
+      const ChainProblem cp = chain_problem(base, units, target);
+      const ChainSolution s = solve_chain(cp);
       if (!s.feasible) break;
       TrainOptions with = options;
       with.checkpoint.clear();
@@ -200,6 +245,7 @@ CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& option
           best.peak_bytes = step.peak_bytes;
           best.recompute_flops = step.recompute_flops;
           best.optimal = attempt == 0;
+          best.resolution = s.resolution;
           best.step = std::move(step);
           found = true;
         }

@@ -60,6 +60,11 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   }
   r.predicted_peak = peak;
   r.fits = peak <= request.budget;
+  if (request.gpus > 1) {
+    TrainOptions sharded = r.options;
+    sharded.checkpoint.clear();
+    r.per_gpu = sharding_plans(model_states_of(predict_training_step(model, sharded)), Cluster{request.gpus, 1});
+  }
   return r;
 }
 

@@ -248,6 +248,7 @@ class Simulator {
       op_of_time_.push_back(g_.ops[k].name);
       out_.op_at_time.push_back(static_cast<int>(k));
       out_.op_names.push_back(g_.ops[k].name);
+      out_.op_kinds.push_back(g_.ops[k].kind);
       out_.op_flops.push_back(forward_flops(g_.ops[k], g_));
       out_.forward_flops += out_.op_flops.back();
     }

@@ -2,6 +2,7 @@
 // Reports of `gpumem fit`: readable text and one JSON document (schema in
 // docs/fit.md), and the files --emit writes.
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -16,5 +17,11 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& fit);
 
 // --emit checkpoint: the modules to wrap, as JSON.
 std::string checkpoint_plan_json(const train::FitResult& fit);
+
+// What --emit KIND writes: its file name and contents. deepspeed: the
+// ds_config.json of the lowest ZeRO stage that fits the budget (else the
+// smallest per GPU); fsdp: a Python snippet, SHARD_GRAD_OP when it fits,
+// else FULL_SHARD, wrapping units of the largest module's size.
+std::pair<std::string, std::string> emitted_file(const train::FitResult& fit, const std::string& kind);
 
 }  // namespace gpumem

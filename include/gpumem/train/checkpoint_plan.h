@@ -47,9 +47,14 @@ struct ChainSolution {
   bool feasible = false;
   std::vector<bool> checkpointed;
   uint64_t cost = 0;
+  int64_t resolution = 1;  // bytes per step of savings the program told apart
 };
 
-// Exact: Pareto fronts of (savings, cost) per prefix and last choice.
+// Dynamic program over (unit, savings, last choice), minimising the cost:
+// exact when the savings' range has at most max(2^12, 2^22 / units)
+// distinct values (up to 2^20),
+// otherwise optimal for savings rounded down to `resolution` bytes (a
+// plan it returns never saves less than claimed).
 ChainSolution solve_chain(const ChainProblem& problem);
 
 struct CheckpointPlan {
@@ -60,6 +65,7 @@ struct CheckpointPlan {
   uint64_t recompute_flops = 0;
   double recompute_fraction = 0;  // of one forward pass
   bool optimal = false;           // proven for the chain model and confirmed by the simulation
+  int64_t resolution = 1;         // bytes: the dynamic program's granularity of savings
   TrainingStep step;              // the step with the plan
 };
 

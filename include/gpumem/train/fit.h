@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpumem/train/checkpoint_plan.h"
+#include "gpumem/train/sharding.h"
 #include "gpumem/train/training_step.h"
 
 namespace gpumem::train {
@@ -17,6 +18,7 @@ struct FitRequest {
   uint64_t budget = 0;          // bytes per GPU
   bool precision_auto = false;  // may change precision and optimizer
   bool max_batch = false;       // search the largest batch (the first input dimension)
+  int gpus = 1;                 // > 1: memory per GPU under DeepSpeed, FSDP and pipeline stages
 };
 
 struct FitChange {
@@ -45,7 +47,14 @@ struct FitResult {
   std::optional<int64_t> max_batch_without_checkpointing;
   std::optional<uint64_t> next_batch_peak;
   std::vector<FitAttempt> batches_tried;
+  // --gpus: each strategy's memory per GPU for the step as chosen (before
+  // checkpointing, which multiplies with any of them).
+  std::vector<ShardingPlan> per_gpu;
 };
+
+// Parameters, largest module, layers and activations of a predicted step,
+// as the sharding estimates take them.
+ModelStates model_states_of(const TrainingStep& step);
 
 FitResult fit_training(const std::string& path, const FitRequest& request);
 

@@ -116,6 +116,7 @@ struct TrainingStep {
   std::vector<int> recomputed_ops;  // op positions that backward runs again (checkpointing)
   // Per forward op position (the loss's ops last): its node name and FLOPs.
   std::vector<std::string> op_names;
+  std::vector<std::string> op_kinds;  // "convolution", "linear", "MatMul"...
   std::vector<uint64_t> op_flops;
   uint64_t forward_flops = 0;    // one forward pass, the loss included
   uint64_t recompute_flops = 0;  // what checkpointing runs again

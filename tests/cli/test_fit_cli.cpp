@@ -1,0 +1,95 @@
+// `gpumem fit` as users run it: exit codes, the JSON fields the issue asks
+// for, --precision auto's changes, --max-batch, --gpus and the emitted files.
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+
+namespace {
+
+using gpumem::test::CliRun;
+using gpumem::test::run;
+
+std::string train_model(const std::string& name) {
+  return std::string(GPUMEM_SOURCE_DIR) + "/tests/data/train/" + name + ".onnx";
+}
+
+const std::string kResnet = train_model("resnet18_sgd") + " --device cpu --optimizer sgd-momentum";
+
+TEST(CliFit, ExitsZeroWhenItFitsAndThreeWhenNothingDoes) {
+  const CliRun fits = run("fit " + kResnet + " --budget 282MiB --json");
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  const auto doc = nlohmann::json::parse(fits.out);
+  for (const char* field : {"fits", "batch", "budget_bytes", "predicted_peak_bytes", "checkpoint", "recompute_flops",
+                            "recompute_fraction", "optimal", "changes"}) {
+    EXPECT_TRUE(doc.contains(field)) << field;
+  }
+  EXPECT_TRUE(doc["fits"].get<bool>());
+  EXPECT_EQ(doc["budget_bytes"], 282u << 20);
+  EXPECT_LE(doc["predicted_peak_bytes"].get<uint64_t>(), 282u << 20);
+  EXPECT_EQ(doc["checkpoint"], nlohmann::json::array({"layer1.0"}));
+
+  const CliRun tight = run("fit " + kResnet + " --budget 100MiB");
+  EXPECT_EQ(tight.code, 3);
+  EXPECT_NE(tight.out.find("DOES NOT FIT"), std::string::npos) << tight.out;
+}
+
+TEST(CliFit, PrecisionAutoTakesTheCheapestChangesFirst) {
+  const CliRun r =
+      run("fit " + train_model("transformer_adamw") + " --device cpu --precision auto --budget 110MiB --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_GE(doc["changes"].size(), 1u);
+  EXPECT_EQ(doc["changes"][0]["change"], "--precision amp-bf16");
+  EXPECT_EQ(doc["precision"], "amp-bf16");
+  // Each change lowers the peak.
+  for (const auto& c : doc["changes"]) {
+    EXPECT_LT(c["peak_after_bytes"].get<uint64_t>(), c["peak_before_bytes"].get<uint64_t>()) << c;
+  }
+}
+
+TEST(CliFit, MaxBatchAndGpusAndEmittedFiles) {
+  const std::string dir = testing::TempDir() + "gpumem_fit_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const CliRun r =
+      run("fit " + kResnet + " --budget 600MiB --max-batch --gpus 4 --emit deepspeed -o " + dir + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_GT(doc["batch"].get<int64_t>(), 8);
+  EXPECT_GT(doc["next_batch_peak_bytes"].get<uint64_t>(), 600u << 20);
+  EXPECT_LE(doc["max_batch_without_checkpointing"].get<int64_t>(), doc["batch"].get<int64_t>());
+  ASSERT_FALSE(doc["per_gpu"].empty());
+  bool zero3 = false;
+  for (const auto& p : doc["per_gpu"]) zero3 = zero3 || p["setting"].get<std::string>().rfind("zero3", 0) == 0;
+  EXPECT_TRUE(zero3);
+  std::ifstream in(dir + "/ds_config.json");
+  ASSERT_TRUE(in.good());
+  const auto config = nlohmann::json::parse(in);
+  EXPECT_TRUE(config["zero_optimization"].contains("stage"));
+
+  const CliRun checkpoint = run("fit " + kResnet + " --budget 282MiB --emit checkpoint -o " + dir);
+  ASSERT_EQ(checkpoint.code, 0) << checkpoint.err;
+  std::ifstream plan(dir + "/checkpoint.json");
+  EXPECT_EQ(nlohmann::json::parse(plan)["checkpoint"], nlohmann::json::array({"layer1.0"}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliFit, MistakesAreOneLine) {
+  const CliRun both = run("fit " + kResnet + " --budget 1GiB --batch 4 --max-batch");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("give --batch N or --max-batch, not both"), std::string::npos) << both.err;
+  const CliRun emit = run("fit " + kResnet + " --budget 1GiB --emit fsdp");
+  EXPECT_EQ(emit.code, 2);
+  EXPECT_NE(emit.err.find("--emit fsdp needs --gpus N"), std::string::npos) << emit.err;
+  const CliRun budget = run("fit " + kResnet + " --budget lots");
+  EXPECT_EQ(budget.code, 2);
+  EXPECT_NE(budget.err.find("--budget 'lots'"), std::string::npos) << budget.err;
+}
+
+}  // namespace
