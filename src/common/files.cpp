@@ -60,7 +60,7 @@ std::string read_file(const std::string& path, std::uint64_t max_bytes, std::str
   return data;
 }
 
-void write_file_atomically(const std::string& path, std::string_view contents) {
+void write_file_atomically(const std::string& path, std::string_view contents, std::uint64_t size) {
   const std::filesystem::path target(path);
   std::string name = ".";
   name += target.filename().string();
@@ -80,6 +80,12 @@ void write_file_atomically(const std::string& path, std::string_view contents) {
       throw InputError("cannot write " + path + ": " + why);
     }
     done += static_cast<size_t>(n);
+  }
+  if (size > contents.size() && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw InputError("cannot write " + path + ": " + why);
   }
   // mkstemp makes the file private; give it the permissions a plain
   // open() would have.

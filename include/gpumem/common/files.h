@@ -16,7 +16,8 @@ namespace gpumem {
 std::string read_file(const std::string& path, std::uint64_t max_bytes, std::string_view limit_reason, bool* gzipped);
 
 // Throws InputError("cannot write PATH: reason") on failure; the target is
-// then left as it was.
-void write_file_atomically(const std::string& path, std::string_view contents);
+// then left as it was. A `size` past the contents extends the file with a
+// hole (a sparse file: the rest reads as zeros and takes no disk).
+void write_file_atomically(const std::string& path, std::string_view contents, std::uint64_t size = 0);
 
 }  // namespace gpumem
