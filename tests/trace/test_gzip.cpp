@@ -17,6 +17,7 @@
 #include "gpumem/plan/csv.h"
 #include "gpumem/trace/formats.h"
 #include "gpumem/trace/lifetimes.h"
+#include "test_errors.h"
 #include "test_paths.h"
 
 namespace gpumem::trace {
@@ -34,18 +35,7 @@ std::string write_temp(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-// The message of the InputError f throws, checked to be one line.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    return message;
-  }
-  ADD_FAILURE() << "no InputError";
-  return "";
-}
+using test::error_of;
 
 std::string decompress_error(const std::string& bytes, std::uint64_t max_bytes = kNoLimit) {
   return error_of([&] { gzip::decompress(bytes, "t.gz", max_bytes); });
