@@ -1,0 +1,180 @@
+/* Known-answer vectors for gpumem's quantization codecs, computed by ggml
+ * itself: this tool dlopens llama.cpp's libggml-base.so and runs its
+ * reference functions on fixed, deterministic inputs, so the fixture says
+ * what ggml does, not what we think it does.
+ *
+ * Library: npm package @node-llama-cpp/linux-x64@3.21.1 (llama.cpp release
+ * tag recorded in its _nlcBuildMetadata.json), file
+ * bins/linux-x64/libggml-base.so, sha256
+ * 1eba024559799447e34687e12b6794e79ad3768a1b3d2cbca9fadc829f0f85c7.
+ *
+ * Made with:
+ *   mkdir -p /tmp/npmq && cd /tmp/npmq && npm pack @node-llama-cpp/linux-x64@3.21.1 && tar xzf node-llama-cpp-linux-x64-3.21.1.tgz
+ *   cc -O2 -o /tmp/ggml_vectors tools/ggml_vectors.c -ldl -lm
+ *   /tmp/ggml_vectors /tmp/npmq/package/bins/linux-x64/libggml-base.so > tests/data/weights/ggml_vectors.txt
+ *
+ * Output: one line per 32-value block, "<kind> <hex bytes>", little-endian:
+ *   input  32 float32, the quantizers' input block;
+ *   q8_0   ggml's block_q8_0 of the preceding input (fp16 d, 32 int8);
+ *   q4_0   ggml's block_q4_0 of the preceding input (fp16 d, 16 bytes of nibbles);
+ *   conv   32 float32, the conversions' input (quant inputs plus special values);
+ *   fp16   ggml_fp32_to_fp16 of the preceding conv block;
+ *   bf16   ggml_fp32_to_bf16 of the preceding conv block.
+ * Lines starting with '#' are comments. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QK 32
+
+/* ggml-common.h's layouts: an fp16 scale, then the quants. */
+typedef struct {
+  uint16_t d;
+  int8_t qs[QK];
+} block_q8_0;
+typedef struct {
+  uint16_t d;
+  uint8_t qs[QK / 2];
+} block_q4_0;
+
+/* ggml-quants.h and ggml.h (ggml_bf16_t is a struct of one uint16_t, which
+ * the x86-64 ABI returns in a register exactly as a uint16_t). */
+typedef void (*quantize_q8_0_fn)(const float*, block_q8_0*, int64_t);
+typedef void (*quantize_q4_0_fn)(const float*, block_q4_0*, int64_t);
+typedef uint16_t (*to_half_fn)(float);
+
+static void* must(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  if (!p) {
+    fprintf(stderr, "missing symbol %s\n", name);
+    exit(1);
+  }
+  return p;
+}
+
+static void hex_line(const char* kind, const void* bytes, size_t n) {
+  const unsigned char* b = (const unsigned char*)bytes;
+  printf("%s ", kind);
+  for (size_t i = 0; i < n; ++i) printf("%02x", b[i]);
+  printf("\n");
+}
+
+static uint32_t lcg_state = 12345u;
+/* A uniform value in [-1, 1): a fixed LCG so the inputs never change. */
+static float lcg(void) {
+  lcg_state = lcg_state * 1664525u + 1013904223u;
+  return (float)(lcg_state >> 8) / 8388608.0f - 1.0f;
+}
+
+static float from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+#define MAX_BLOCKS 64
+static float blocks[MAX_BLOCKS][QK];
+static int n_blocks = 0;
+
+static float* next_block(void) { return blocks[n_blocks++]; }
+
+static void make_quant_inputs(void) {
+  /* Random blocks over many scales, where real weights live and beyond. */
+  const float scales[] = {1e-4f, 1e-3f, 0.01f, 0.05f, 0.1f, 0.5f, 1.0f, 2.0f, 10.0f, 100.0f, 1e3f, 3e4f};
+  for (size_t s = 0; s < sizeof scales / sizeof scales[0]; ++s)
+    for (int r = 0; r < 2; ++r) {
+      float* x = next_block();
+      for (int j = 0; j < QK; ++j) x[j] = lcg() * scales[s];
+    }
+  float* x = next_block(); /* all zeros: d = 0, every quant 0 (Q4_0: 8) */
+  memset(x, 0, sizeof(float) * QK);
+  x = next_block(); /* one huge value: the others all round to 0 */
+  for (int j = 0; j < QK; ++j) x[j] = lcg() * 0.01f;
+  x[5] = 1e4f;
+  x = next_block(); /* negative only */
+  for (int j = 0; j < QK; ++j) x[j] = -fabsf(lcg()) - 0.001f;
+  x = next_block(); /* Q8_0 ties: amax 127 gives d = 1, so x/d = k + 0.5 */
+  x[0] = 127.0f;
+  for (int j = 1; j < QK; ++j) x[j] = (float)(j - 16) + 0.5f;
+  x = next_block(); /* Q4_0 ties: max -8 gives d = 1, x/d + 8.5 exact halves */
+  x[0] = -8.0f;
+  for (int j = 1; j < QK; ++j) x[j] = (float)(j - 16) * 0.5f;
+  x = next_block(); /* Q4_0: largest magnitude positive, so d < 0 */
+  for (int j = 0; j < QK; ++j) x[j] = lcg();
+  x[17] = 3.0f;
+  x = next_block(); /* equal magnitudes, opposite signs: the first one wins */
+  for (int j = 0; j < QK; ++j) x[j] = lcg();
+  x[3] = -5.0f;
+  x[10] = 5.0f;
+  x = next_block(); /* float subnormals next to a normal value: they quantize to 0 */
+  for (int j = 0; j < QK; ++j) x[j] = from_bits(0x00000001u + (uint32_t)j * 0x1234u);
+  x[31] = 1.0f;
+  x = next_block(); /* tiny but normal: the fp16 scale underflows to 0 */
+  for (int j = 0; j < QK; ++j) x[j] = lcg() * 1e-36f;
+  x[0] = 1e-36f;
+  x = next_block(); /* beyond fp16: d = amax/127 overflows fp16 to inf */
+  for (int j = 0; j < QK; ++j) x[j] = lcg() * 1e7f;
+}
+
+/* Values that test the fp16/bf16 roundings and special cases. */
+static void make_special(float out[2 * QK]) {
+  const uint32_t bits[] = {
+      0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, /* +-0, +-inf */
+      0x7fc00000u, 0xffc00000u, 0x7fc12345u, 0x7f800001u, /* NaNs: quiet, payload, signalling */
+      0xff812345u, 0x00000001u, 0x807fffffu, 0x00400000u, /* NaN; float subnormals */
+      0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, /* bf16 ties and near-ties */
+      0xbf808000u, 0xbf818000u, 0x7f7f8000u, 0x7f7fffffu, /* negative ties; rounds to inf */
+      0x3f801000u, 0x3f803000u, 0x3f800fffu, 0x3f801001u, /* fp16 ties at 1 */
+      0x477fe000u, 0x477fefffu, 0x477ff000u, 0x47800000u, /* 65504, just below/at the overflow tie, 65536 */
+      0x33800000u, 0x33000000u, 0x33000001u, 0x33c00000u, /* fp16 smallest subnormal, half of it, tie +, 1.5x */
+      0x387fc000u, 0x38800000u, 0x387fe000u, 0x38002000u, /* fp16 subnormal/normal border */
+      0xc77ff000u, 0x49742400u, 0xc9742400u, 0x5f000000u, /* -overflow tie, +-1e6, 2^63 */
+  };
+  const size_t n = sizeof bits / sizeof bits[0];
+  for (size_t i = 0; i < 2 * QK; ++i) out[i] = i < n ? from_bits(bits[i]) : lcg() * 70000.0f;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s path/to/libggml-base.so\n", argv[0]);
+    return 2;
+  }
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 1;
+  }
+  quantize_q8_0_fn q8 = (quantize_q8_0_fn)must(lib, "quantize_row_q8_0_ref");
+  quantize_q4_0_fn q4 = (quantize_q4_0_fn)must(lib, "quantize_row_q4_0_ref");
+  to_half_fn fp16 = (to_half_fn)must(lib, "ggml_fp32_to_fp16");
+  to_half_fn bf16 = (to_half_fn)must(lib, "ggml_fp32_to_bf16");
+
+  make_quant_inputs();
+  printf("# made by tools/ggml_vectors.c from libggml-base.so of @node-llama-cpp/linux-x64@3.21.1\n");
+  for (int i = 0; i < n_blocks; ++i) {
+    block_q8_0 b8;
+    block_q4_0 b4;
+    q8(blocks[i], &b8, QK);
+    q4(blocks[i], &b4, QK);
+    hex_line("input", blocks[i], sizeof(float) * QK);
+    hex_line("q8_0", &b8, sizeof b8);
+    hex_line("q4_0", &b4, sizeof b4);
+  }
+  float special[2 * QK];
+  make_special(special);
+  for (int i = 0; i < n_blocks + 2; ++i) {
+    const float* x = i < n_blocks ? blocks[i] : special + (i - n_blocks) * QK;
+    uint16_t h[QK], b[QK];
+    for (int j = 0; j < QK; ++j) {
+      h[j] = fp16(x[j]);
+      b[j] = bf16(x[j]);
+    }
+    hex_line("conv", x, sizeof(float) * QK);
+    hex_line("fp16", h, sizeof h);
+    hex_line("bf16", b, sizeof b);
+  }
+  return 0;
+}
