@@ -1,0 +1,64 @@
+#pragma once
+// Quantization codecs whose bytes equal ggml's reference implementation
+// (ggml-quants.c's quantize_row_*_ref, ggml.c's fp32 -> fp16/bf16), so a
+// file gpumem writes is the file llama.cpp would write. Checked byte for
+// byte against vectors made by ggml itself (tools/ggml_vectors.c).
+//
+// Block layouts, as ggml-common.h defines them (little-endian):
+//   Q8_0: 32 values in 34 bytes: fp16 scale d = amax / 127, then 32 int8
+//         q = round(x / d), halves away from zero.
+//   Q4_0: 32 values in 18 bytes: fp16 scale d = max / -8, where max is the
+//         value of largest magnitude with its sign (the first one on ties),
+//         then 16 bytes: byte j holds value j in its low nibble and value
+//         j + 16 in its high one, each min(15, trunc(x / d + 8.5)).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem::weights {
+
+// ggml's type ids (enum ggml_type) of the formats these codecs write.
+enum class GgmlTypeId : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ8_0 = 8,
+  kBF16 = 30,
+};
+
+// IEEE half precision, round to nearest even; overflow gives infinity and a
+// NaN becomes the quiet NaN 0x7e00 with its sign (ggml drops the payload).
+uint16_t fp32_to_fp16(float f);
+float fp16_to_fp32(uint16_t h);
+// bfloat16, round to nearest even (no flush of subnormals); a NaN keeps its
+// top bits and is made quiet, as ggml_compute_fp32_to_bf16 does.
+uint16_t fp32_to_bf16(float f);
+float bf16_to_fp32(uint16_t h);
+
+// Elements per block and bytes per block of `type` (1 and 4/2 for floats).
+size_t block_elements(GgmlTypeId type);
+size_t block_bytes(GgmlTypeId type);
+// Bytes that n values take as `type`; InputError unless n is a whole number
+// of blocks.
+size_t quantized_size(GgmlTypeId type, size_t n);
+
+// n values as `type`'s bytes. InputError when n is not a whole number of
+// blocks, or (Q8_0, Q4_0) a value is infinite or NaN: ggml's result for
+// those depends on undefined float-to-int conversions.
+std::string quantize(GgmlTypeId type, const float* data, size_t n);
+// Back to floats, as ggml's dequantize_row_* computes them. InputError when
+// `bytes` is not exactly quantized_size(type, n).
+std::vector<float> dequantize(GgmlTypeId type, std::string_view bytes, size_t n);
+
+// Error of a reconstruction against the original values.
+struct QuantError {
+  double rmse = 0;
+  double max_abs = 0;
+};
+QuantError quantization_error(const float* original, const float* restored, size_t n);
+// quantize then dequantize, and the error of that round trip.
+QuantError round_trip_error(GgmlTypeId type, const float* data, size_t n);
+
+}  // namespace gpumem::weights

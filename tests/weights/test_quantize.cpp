@@ -1,0 +1,184 @@
+// The codecs against ggml itself: tests/data/weights/ggml_vectors.txt holds
+// inputs and the bytes libggml-base.so's reference functions made of them
+// (tools/ggml_vectors.c says how), and ours must equal them byte for byte.
+// Plus the error bounds of a round trip and the input checks.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/weights/quantize.h"
+
+namespace gpumem::weights {
+namespace {
+
+std::string unhex(const std::string& hex) {
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return out;
+}
+
+std::vector<float> floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+// Each kind's lines, in file order ("input", "q8_0", "conv", ...).
+std::map<std::string, std::vector<std::string>> vectors() {
+  std::ifstream in(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/weights/ggml_vectors.txt");
+  std::map<std::string, std::vector<std::string>> kinds;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string kind, hex;
+    fields >> kind >> hex;
+    kinds[kind].push_back(unhex(hex));
+  }
+  return kinds;
+}
+
+std::string hex(const std::string& bytes) {
+  std::string s;
+  char buf[3];
+  for (unsigned char c : bytes) {
+    std::snprintf(buf, sizeof buf, "%02x", c);
+    s += buf;
+  }
+  return s;
+}
+
+void expect_blocks_equal_ggml(GgmlTypeId type, const std::string& kind) {
+  auto v = vectors();
+  const auto& inputs = v["input"];
+  const auto& expected = v[kind];
+  ASSERT_GE(inputs.size(), 30u);
+  ASSERT_EQ(inputs.size(), expected.size());
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const auto x = floats(inputs[b]);
+    EXPECT_EQ(hex(quantize(type, x.data(), x.size())), hex(expected[b])) << kind << " block " << b;
+  }
+  // All blocks at once: the same bytes, concatenated.
+  std::vector<float> all;
+  std::string want;
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const auto x = floats(inputs[b]);
+    all.insert(all.end(), x.begin(), x.end());
+    want += expected[b];
+  }
+  EXPECT_EQ(quantize(type, all.data(), all.size()), want);
+}
+
+TEST(Quantize, Q8_0EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ8_0, "q8_0"); }
+TEST(Quantize, Q4_0EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ4_0, "q4_0"); }
+
+TEST(Quantize, HalfConversionsEqualGgml) {
+  auto v = vectors();
+  const auto& conv = v["conv"];
+  ASSERT_GE(conv.size(), 30u);
+  ASSERT_EQ(conv.size(), v["fp16"].size());
+  ASSERT_EQ(conv.size(), v["bf16"].size());
+  for (size_t b = 0; b < conv.size(); ++b) {
+    const auto x = floats(conv[b]);
+    EXPECT_EQ(hex(quantize(GgmlTypeId::kF16, x.data(), x.size())), hex(v["fp16"][b])) << "block " << b;
+    EXPECT_EQ(hex(quantize(GgmlTypeId::kBF16, x.data(), x.size())), hex(v["bf16"][b])) << "block " << b;
+  }
+}
+
+TEST(Quantize, HalfToFloatIsExactForEveryFiniteHalf) {
+  // Widening is exact, so narrowing it back must give every half unchanged.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    if ((bits & 0x7c00) == 0x7c00 && (bits & 0x3ff)) continue;  // NaNs become 0x7e00
+    EXPECT_EQ(fp32_to_fp16(fp16_to_fp32(bits)), bits) << h;
+    EXPECT_EQ(fp32_to_bf16(bf16_to_fp32(bits)), bits) << h;
+  }
+}
+
+TEST(Quantize, NaNStaysNaN) {
+  const float nan = std::nanf("");
+  EXPECT_TRUE(std::isnan(fp16_to_fp32(fp32_to_fp16(nan))));
+  EXPECT_TRUE(std::isnan(bf16_to_fp32(fp32_to_bf16(-nan))));
+}
+
+// The random blocks of the fixture (its first 24) at every scale.
+std::vector<float> random_inputs() {
+  auto v = vectors();
+  std::vector<float> all;
+  for (size_t b = 0; b < 24; ++b) {
+    const auto x = floats(v["input"][b]);
+    all.insert(all.end(), x.begin(), x.end());
+  }
+  return all;
+}
+
+TEST(Quantize, Q8_0RoundTripWithinHalfAStep) {
+  const auto x = random_inputs();
+  const std::string q = quantize(GgmlTypeId::kQ8_0, x.data(), x.size());
+  const auto y = dequantize(GgmlTypeId::kQ8_0, q, x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float d =
+        fp16_to_fp32(static_cast<uint16_t>(static_cast<uint8_t>(q[b * 34]) | static_cast<uint8_t>(q[b * 34 + 1]) << 8));
+    // d/2 from rounding to the grid, plus what rounding d itself to fp16
+    // moves the grid's far end: 127 steps of fp16's rounding error (relative
+    // 2^-11, or 2^-25 absolute where d is a half subnormal).
+    const float bound = d / 2 + 127 * std::max(d * 0x1p-11f, 0x1p-25f);
+    for (size_t j = 0; j < 32; ++j) EXPECT_LE(std::fabs(x[b * 32 + j] - y[b * 32 + j]), bound) << b << " " << j;
+  }
+}
+
+TEST(Quantize, Q4_0RoundTripWithinOneStep) {
+  const auto x = random_inputs();
+  const std::string q = quantize(GgmlTypeId::kQ4_0, x.data(), x.size());
+  const auto y = dequantize(GgmlTypeId::kQ4_0, q, x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float d = std::fabs(fp16_to_fp32(
+        static_cast<uint16_t>(static_cast<uint8_t>(q[b * 18]) | static_cast<uint8_t>(q[b * 18 + 1]) << 8)));
+    // Half a step from rounding, another half where 8.5 clamps to 15 at the
+    // top, and fp16's rounding of d over 8 steps.
+    const float bound = d + 8 * std::max(d * 0x1p-11f, 0x1p-25f);
+    for (size_t j = 0; j < 32; ++j) EXPECT_LE(std::fabs(x[b * 32 + j] - y[b * 32 + j]), bound) << b << " " << j;
+  }
+}
+
+TEST(Quantize, ErrorStatsOfARoundTrip) {
+  const auto x = random_inputs();
+  const QuantError q8 = round_trip_error(GgmlTypeId::kQ8_0, x.data(), x.size());
+  const QuantError q4 = round_trip_error(GgmlTypeId::kQ4_0, x.data(), x.size());
+  EXPECT_GT(q8.rmse, 0);
+  EXPECT_LE(q8.rmse, q8.max_abs);
+  EXPECT_LT(q8.rmse, q4.rmse);  // 8 bits beat 4
+  const QuantError f32 = round_trip_error(GgmlTypeId::kF32, x.data(), x.size());
+  EXPECT_EQ(f32.rmse, 0);
+  EXPECT_EQ(f32.max_abs, 0);
+  const float a[] = {1, 2, 3, 4};
+  const float b[] = {1, 2, 3, 6};
+  const QuantError e = quantization_error(a, b, 4);
+  EXPECT_DOUBLE_EQ(e.max_abs, 2);
+  EXPECT_DOUBLE_EQ(e.rmse, 1);
+}
+
+TEST(Quantize, RejectsPartialBlocksAndNonFiniteValues) {
+  std::vector<float> x(33, 1.0f);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ8_0, x.data(), 33), InputError);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ4_0, x.data(), 31), InputError);
+  EXPECT_NO_THROW(quantize(GgmlTypeId::kF16, x.data(), 33));  // floats have blocks of one
+  EXPECT_THROW(dequantize(GgmlTypeId::kQ8_0, std::string(33, '\0'), 32), InputError);
+  x[7] = INFINITY;
+  EXPECT_THROW(quantize(GgmlTypeId::kQ8_0, x.data(), 32), InputError);
+  x[7] = std::nanf("");
+  EXPECT_THROW(quantize(GgmlTypeId::kQ4_0, x.data(), 32), InputError);
+  EXPECT_EQ(quantize(GgmlTypeId::kQ8_0, x.data(), 0), "");
+}
+
+}  // namespace
+}  // namespace gpumem::weights
