@@ -75,6 +75,296 @@ void quantize_q4_0_block(const float* x, char* out) {
   for (size_t j = 0; j < kBlock / 2; ++j) out[2 + j] = static_cast<char>(q[j] | q[j + kBlock / 2] << 4);
 }
 
+// ---- K-quants: super-blocks of 256 values (ggml-quants.c's *_K_ref). ----
+// The float expressions below keep ggml's operand order and types exactly
+// (each sum accumulated value by value, int quants converted where ggml
+// converts them), since the searches compare sums and one ulp changes a
+// chosen scale.
+
+constexpr size_t kSuper = 256;
+constexpr size_t kQ4KBytes = 4 + 12 + kSuper / 2;
+constexpr size_t kQ6KBytes = kSuper / 2 + kSuper / 4 + kSuper / 16 + 2;
+constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
+
+// ggml's nearest_int: adding 1.5 * 2^23 leaves round-half-even(v) in the
+// low mantissa bits. Kept as the same bit trick, so values outside its range
+// (|v| > 2^22, which ggml only asserts against) wrap as ggml's do.
+int nearest_int(float v) {
+  const float shifted = v + 12582912.0f;
+  return (std::bit_cast<int32_t>(shifted) & 0x007fffff) - 0x00400000;
+}
+
+void check_finite(const float* x, size_t n) {
+  int32_t m = 0;
+  for (size_t j = 0; j < n; ++j) m = std::max(m, std::bit_cast<int32_t>(x[j]) & 0x7fffffff);
+  if (m >= 0x7f800000) throw InputError("quantize: a value is infinite or NaN");
+}
+
+// make_qx_quants(n = 16, nmax = 32, rmse_type = 1, no importance weights):
+// the scale of 16 values for quants in [-32, 31] that maximizes
+// sum(w*x*l)^2 / sum(w*l^2) with w = x^2, over 19 candidate reciprocal
+// scales -(32 + 0.1*is) / max. L gets l + 32.
+float make_q6_scale(const float* x, int8_t* L) {
+  constexpr int kN = 16, kNmax = 32;
+  float max = 0, amax = 0;
+  for (int i = 0; i < kN; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < kN; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(-kNmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < kN; ++i) {
+    const int l = std::max(-kNmax, std::min(kNmax - 1, nearest_int(iscale * x[i])));
+    L[i] = static_cast<int8_t>(l + kNmax);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(kNmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < kN; ++i) {
+      const int l = std::max(-kNmax, std::min(kNmax - 1, nearest_int(iscale * x[i])));
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * static_cast<float>(l);
+      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < kN; ++i)
+        L[i] = static_cast<int8_t>(kNmax + std::max(-kNmax, std::min(kNmax - 1, nearest_int(iscale * x[i]))));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+void quantize_q6_k_block(const float* x, char* out) {
+  int8_t L[kSuper];
+  float scales[kSuper / 16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (size_t ib = 0; ib < kSuper / 16; ++ib) {
+    scales[ib] = make_q6_scale(x + 16 * ib, L + 16 * ib);
+    const float abs_scale = std::fabs(scales[ib]);
+    if (abs_scale > max_abs_scale) {
+      max_abs_scale = abs_scale;
+      max_scale = scales[ib];
+    }
+  }
+  std::memset(out, 0, kQ6KBytes);
+  if (max_abs_scale < kGroupMaxEps) return;  // all zero, d = +0
+  const float iscale = -128.0f / max_scale;
+  const uint16_t dh = fp32_to_fp16(1 / iscale);
+  put_u16(out + kQ6KBytes - 2, dh);
+  const float dall = fp16_to_fp32(dh);
+  int8_t sc[kSuper / 16];
+  for (size_t ib = 0; ib < kSuper / 16; ++ib)
+    sc[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+  std::memcpy(out + kSuper / 2 + kSuper / 4, sc, sizeof sc);
+  for (size_t j = 0; j < kSuper / 16; ++j) {
+    const float d = dall * static_cast<float>(sc[j]);
+    if (d == 0.0f) continue;  // keeps make_q6_scale's quants, as ggml does
+    for (size_t i = 0; i < 16; ++i)
+      L[16 * j + i] = static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(x[16 * j + i] / d))) + 32);
+  }
+  auto* ql = reinterpret_cast<uint8_t*>(out);
+  auto* qh = ql + kSuper / 2;
+  for (size_t j = 0; j < kSuper; j += 128) {
+    for (size_t l = 0; l < 32; ++l) {
+      const auto q1 = static_cast<uint8_t>(L[j + l]), q2 = static_cast<uint8_t>(L[j + l + 32]);
+      const auto q3 = static_cast<uint8_t>(L[j + l + 64]), q4 = static_cast<uint8_t>(L[j + l + 96]);
+      ql[l] = static_cast<uint8_t>((q1 & 0xf) | (q3 & 0xf) << 4);
+      ql[l + 32] = static_cast<uint8_t>((q2 & 0xf) | (q4 & 0xf) << 4);
+      qh[l] = static_cast<uint8_t>(q1 >> 4 | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);
+    }
+    ql += 64;
+    qh += 32;
+  }
+}
+
+// make_qkx2_quants(n = 32, nmax = 15, rmin = -1, rdelta = 0.1, nstep = 20,
+// use_mad = false): a scale and a min (returned negated, >= 0) for quants in
+// [0, 15], the weighted least-squares fit that beats the others of 21
+// candidate grids in weighted squared error. L gets the quants.
+float make_q4k_scale_min(const float* x, const float* weights, uint8_t* L, float* the_min) {
+  constexpr int kN = 32, kNmax = 15;
+  constexpr float kRmin = -1.0f, kRdelta = 0.1f;
+  constexpr int kSteps = 20;
+  float min = x[0], max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < kN; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < kN; ++i) L[i] = 0;
+    *the_min = -min;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(kNmax) / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < kN; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(kNmax, l)));
+    float diff = scale * static_cast<float>(L[i]) + min - x[i];
+    diff = diff * diff;
+    best_error += weights[i] * diff;
+  }
+  uint8_t Laux[kN];
+  for (int is = 0; is <= kSteps; ++is) {
+    iscale = (kRmin + kRdelta * static_cast<float>(is) + static_cast<float>(kNmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < kN; ++i) {
+      const int l = std::max(0, std::min(kNmax, nearest_int(iscale * (x[i] - min))));
+      Laux[i] = static_cast<uint8_t>(l);
+      const float w = weights[i];
+      const auto lf = static_cast<float>(l);
+      sum_l += w * lf;
+      sum_l2 += w * lf * lf;
+      sum_xl += w * lf * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < kN; ++i) {
+        float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
+        diff = diff * diff;
+        cur_error += weights[i] * diff;
+      }
+      if (cur_error < best_error) {
+        std::memcpy(L, Laux, kN);
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+void quantize_q4_k_block(const float* x, char* out) {
+  uint8_t L[kSuper];
+  float scales[kSuper / 32], mins[kSuper / 32];
+  float max_scale = 0, max_min = 0;
+  for (size_t j = 0; j < kSuper / 32; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0;
+    for (size_t l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    float weights[32];
+    for (size_t l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+    scales[j] = make_q4k_scale_min(xs, weights, L + 32 * j, &mins[j]);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t ls[kSuper / 32], lm[kSuper / 32];
+  for (size_t j = 0; j < kSuper / 32; ++j) {
+    // ggml stores nearest_int's int in a uint8_t before the clamp.
+    ls[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
+    lm[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
+  }
+  // The 6-bit packing (get_scale_min_k4's inverse): scales 0-3 and mins 0-3
+  // whole in bytes 0-3 and 4-7; scales/mins 4-7 low nibbles in bytes 8-11,
+  // their top two bits in bits 6-7 of bytes 0-3 and 4-7.
+  uint8_t packed[12];
+  for (size_t j = 0; j < 4; ++j) {
+    packed[j] = static_cast<uint8_t>(ls[j] | (ls[j + 4] >> 4) << 6);
+    packed[j + 4] = static_cast<uint8_t>(lm[j] | (lm[j + 4] >> 4) << 6);
+    packed[j + 8] = static_cast<uint8_t>((ls[j + 4] & 0xf) | (lm[j + 4] & 0xf) << 4);
+  }
+  const uint16_t dh = fp32_to_fp16(max_scale / 63.0f);
+  const uint16_t mh = fp32_to_fp16(max_min / 63.0f);
+  put_u16(out, dh);
+  put_u16(out + 2, mh);
+  std::memcpy(out + 4, packed, 12);
+  const float dall = fp16_to_fp32(dh), mall = fp16_to_fp32(mh);
+  for (size_t j = 0; j < kSuper / 32; ++j) {
+    const float d = dall * static_cast<float>(ls[j]);
+    if (d == 0.0f) continue;  // keeps the search's quants, as ggml does
+    const float dm = mall * static_cast<float>(lm[j]);
+    for (size_t i = 0; i < 32; ++i)
+      L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + i] + dm) / d))));
+  }
+  auto* q = reinterpret_cast<uint8_t*>(out + 16);
+  for (size_t j = 0; j < kSuper; j += 64) {
+    for (size_t l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | L[j + l + 32] << 4);
+    q += 32;
+  }
+}
+
+// The (scale, min) pair j of a Q4_K block's 12 packed bytes.
+void q4k_scale_min(const uint8_t* p, size_t j, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = p[j] & 63;
+    *m = p[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((p[j + 4] & 0xf) | (p[j - 4] >> 6) << 4);
+    *m = static_cast<uint8_t>((p[j + 4] >> 4) | (p[j] >> 6) << 4);
+  }
+}
+
+void dequantize_q4_k_block(const char* block, float* y) {
+  const float d = fp16_to_fp32(get_u16(block)), min = fp16_to_fp32(get_u16(block + 2));
+  const auto* sc = reinterpret_cast<const uint8_t*>(block + 4);
+  const auto* q = reinterpret_cast<const uint8_t*>(block + 16);
+  for (size_t j = 0; j < kSuper / 64; ++j) {
+    uint8_t s1, m1, s2, m2;
+    q4k_scale_min(sc, 2 * j, &s1, &m1);
+    q4k_scale_min(sc, 2 * j + 1, &s2, &m2);
+    const float d1 = d * s1, mm1 = min * m1, d2 = d * s2, mm2 = min * m2;
+    for (size_t l = 0; l < 32; ++l) y[64 * j + l] = d1 * static_cast<float>(q[32 * j + l] & 0xf) - mm1;
+    for (size_t l = 0; l < 32; ++l) y[64 * j + 32 + l] = d2 * static_cast<float>(q[32 * j + l] >> 4) - mm2;
+  }
+}
+
+void dequantize_q6_k_block(const char* block, float* y) {
+  const auto* ql = reinterpret_cast<const uint8_t*>(block);
+  const auto* qh = ql + kSuper / 2;
+  const auto* sc = reinterpret_cast<const int8_t*>(block + kSuper / 2 + kSuper / 4);
+  const float d = fp16_to_fp32(get_u16(block + kQ6KBytes - 2));
+  for (size_t n = 0; n < kSuper; n += 128) {
+    for (size_t l = 0; l < 32; ++l) {
+      const size_t is = l / 16;
+      const int q1 = ((ql[l] & 0xf) | ((qh[l] >> 0) & 3) << 4) - 32;
+      const int q2 = ((ql[l + 32] & 0xf) | ((qh[l] >> 2) & 3) << 4) - 32;
+      const int q3 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+      y[n + l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+      y[n + l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+      y[n + l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+      y[n + l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+    }
+    ql += 64;
+    qh += 32;
+    sc += 8;
+  }
+}
+
 }  // namespace
 
 uint16_t fp32_to_fp16(float f) {
@@ -117,7 +407,15 @@ uint16_t fp32_to_bf16(float f) {
 
 float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
-size_t block_elements(GgmlTypeId type) { return type == GgmlTypeId::kQ8_0 || type == GgmlTypeId::kQ4_0 ? kBlock : 1; }
+size_t block_elements(GgmlTypeId type) {
+  switch (type) {
+    case GgmlTypeId::kQ8_0:
+    case GgmlTypeId::kQ4_0: return kBlock;
+    case GgmlTypeId::kQ4_K:
+    case GgmlTypeId::kQ6_K: return kSuper;
+    default: return 1;
+  }
+}
 
 size_t block_bytes(GgmlTypeId type) {
   switch (type) {
@@ -126,6 +424,8 @@ size_t block_bytes(GgmlTypeId type) {
     case GgmlTypeId::kBF16: return 2;
     case GgmlTypeId::kQ8_0: return kQ8Bytes;
     case GgmlTypeId::kQ4_0: return kQ4Bytes;
+    case GgmlTypeId::kQ4_K: return kQ4KBytes;
+    case GgmlTypeId::kQ6_K: return kQ6KBytes;
   }
   throw InputError("quantize: unsupported ggml type " + std::to_string(static_cast<uint32_t>(type)));
 }
@@ -154,6 +454,14 @@ std::string quantize(GgmlTypeId type, const float* data, size_t n) {
       break;
     case GgmlTypeId::kQ4_0:
       for (size_t b = 0; b < n / kBlock; ++b) quantize_q4_0_block(data + b * kBlock, p + b * kQ4Bytes);
+      break;
+    case GgmlTypeId::kQ4_K:
+      check_finite(data, n);
+      for (size_t b = 0; b < n / kSuper; ++b) quantize_q4_k_block(data + b * kSuper, p + b * kQ4KBytes);
+      break;
+    case GgmlTypeId::kQ6_K:
+      check_finite(data, n);
+      for (size_t b = 0; b < n / kSuper; ++b) quantize_q6_k_block(data + b * kSuper, p + b * kQ6KBytes);
       break;
   }
   return out;
@@ -191,6 +499,12 @@ std::vector<float> dequantize(GgmlTypeId type, std::string_view bytes, size_t n)
           y[b * kBlock + j + kBlock / 2] = static_cast<float>((byte >> 4) - 8) * d;
         }
       }
+      break;
+    case GgmlTypeId::kQ4_K:
+      for (size_t b = 0; b < n / kSuper; ++b) dequantize_q4_k_block(p + b * kQ4KBytes, y.data() + b * kSuper);
+      break;
+    case GgmlTypeId::kQ6_K:
+      for (size_t b = 0; b < n / kSuper; ++b) dequantize_q6_k_block(p + b * kQ6KBytes, y.data() + b * kSuper);
       break;
   }
   return y;
