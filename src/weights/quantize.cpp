@@ -100,61 +100,87 @@ void check_finite(const float* x, size_t n) {
   if (m >= 0x7f800000) throw InputError("quantize: a value is infinite or NaN");
 }
 
-// make_qx_quants(n = 16, nmax = 32, rmse_type = 1, no importance weights):
-// the scale of 16 values for quants in [-32, 31] that maximizes
-// sum(w*x*l)^2 / sum(w*l^2) with w = x^2, over 19 candidate reciprocal
-// scales -(32 + 0.1*is) / max. L gets l + 32.
-float make_q6_scale(const float* x, int8_t* L) {
+// 4 lanes: one SSE register on baseline x86-64 (and NEON on arm64).
+constexpr size_t kLanes = 4;
+// GCC/Clang vector extensions: elementwise IEEE operations.
+using Floats = float __attribute__((vector_size(4 * kLanes)));
+using Ints = int32_t __attribute__((vector_size(4 * kLanes)));
+
+Floats splat(float v) { return Floats{} + v; }
+Ints nearest_ints(Floats v) { return (std::bit_cast<Ints>(v + 12582912.0f) & 0x007fffff) - 0x00400000; }
+Ints clamp_ints(Ints l, int lo, int hi) {
+  l = l < lo ? Ints{} + lo : l;
+  return l > hi ? Ints{} + hi : l;
+}
+Floats to_float(Ints v) { return __builtin_convertvector(v, Floats); }
+
+// make_qx_quants(n = 16, nmax = 32, rmse_type = 1, no importance weights)
+// on 4 sub-blocks at once, one per lane, each lane running ggml's sequence
+// of float operations (as make_q4k_scale_min below does): the scale of 16
+// values for quants in [-32, 31] that maximizes sum(w*x*l)^2 / sum(w*l^2)
+// with w = x^2, over 19 candidate reciprocal scales -(32 + 0.1*is) / max.
+// xt[i][k] is value i of sub-block k; Lt gets l + 32, transposed the same.
+Floats make_q6_scales(const Floats* xt, Ints* Lt) {
   constexpr int kN = 16, kNmax = 32;
-  float max = 0, amax = 0;
+  Floats max{}, amax{};
   for (int i = 0; i < kN; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
+    const Floats ax = std::bit_cast<Floats>(std::bit_cast<Ints>(xt[i]) & 0x7fffffff);
+    const Ints bigger = ax > amax;
+    amax = bigger ? ax : amax;
+    max = bigger ? xt[i] : max;
   }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < kN; ++i) L[i] = 0;
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(-kNmax) / max;
-  float sumlx = 0, suml2 = 0;
+  const Ints zero = amax < kGroupMaxEps;  // ggml returns early there: L = 0, scale 0; replaced below
+  Floats iscale = static_cast<float>(-kNmax) / max;
+  Floats sumlx{}, suml2{};
   for (int i = 0; i < kN; ++i) {
-    const int l = std::max(-kNmax, std::min(kNmax - 1, nearest_int(iscale * x[i])));
-    L[i] = static_cast<int8_t>(l + kNmax);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    const Ints l = clamp_ints(nearest_ints(iscale * xt[i]), -kNmax, kNmax - 1);
+    Lt[i] = l + kNmax;
+    const Floats w = xt[i] * xt[i];
+    const Floats lf = to_float(l);
+    sumlx += w * xt[i] * lf;
+    suml2 += w * lf * lf;
   }
-  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
+  Floats scale = suml2 != 0 ? sumlx / suml2 : Floats{};
+  Floats best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
     iscale = -(static_cast<float>(kNmax) + 0.1f * static_cast<float>(is)) / max;
-    sumlx = suml2 = 0;
+    sumlx = suml2 = Floats{};
     for (int i = 0; i < kN; ++i) {
-      const int l = std::max(-kNmax, std::min(kNmax - 1, nearest_int(iscale * x[i])));
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * static_cast<float>(l);
-      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+      const Floats lf = to_float(clamp_ints(nearest_ints(iscale * xt[i]), -kNmax, kNmax - 1));
+      const Floats w = xt[i] * xt[i];
+      sumlx += w * xt[i] * lf;
+      suml2 += w * lf * lf;
     }
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < kN; ++i)
-        L[i] = static_cast<int8_t>(kNmax + std::max(-kNmax, std::min(kNmax - 1, nearest_int(iscale * x[i]))));
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
+    const Ints take = (suml2 > 0) & (sumlx * sumlx > best * suml2);
+    bool any = false;
+    for (size_t k = 0; k < kLanes; ++k) any |= take[k] != 0;
+    if (!any) continue;
+    for (int i = 0; i < kN; ++i)
+      Lt[i] = take ? clamp_ints(nearest_ints(iscale * xt[i]), -kNmax, kNmax - 1) + kNmax : Lt[i];
+    scale = take ? sumlx / suml2 : scale;
+    best = take ? scale * sumlx : best;
   }
-  return scale;
+  for (int i = 0; i < kN; ++i) Lt[i] = zero ? Ints{} : Lt[i];
+  return zero ? Floats{} : scale;
 }
 
 void quantize_q6_k_block(const float* x, char* out) {
   int8_t L[kSuper];
   float scales[kSuper / 16];
   float max_scale = 0, max_abs_scale = 0;
+  for (size_t g = 0; g < kSuper / 16; g += kLanes) {  // sub-blocks g .. g+3 as the lanes
+    Floats xt[16];
+    Ints Lt[16];
+    for (size_t k = 0; k < kLanes; ++k)
+      for (size_t i = 0; i < 16; ++i) xt[i][k] = x[16 * (g + k) + i];
+    const Floats sc4 = make_q6_scales(xt, Lt);
+    for (size_t k = 0; k < kLanes; ++k) {
+      scales[g + k] = sc4[k];
+      for (size_t i = 0; i < 16; ++i) L[16 * (g + k) + i] = static_cast<int8_t>(Lt[i][k]);
+    }
+  }
   for (size_t ib = 0; ib < kSuper / 16; ++ib) {
-    scales[ib] = make_q6_scale(x + 16 * ib, L + 16 * ib);
     const float abs_scale = std::fabs(scales[ib]);
     if (abs_scale > max_abs_scale) {
       max_abs_scale = abs_scale;
@@ -192,20 +218,6 @@ void quantize_q6_k_block(const float* x, char* out) {
   }
 }
 
-// 4 lanes: one SSE register on baseline x86-64 (and NEON on arm64).
-constexpr size_t kLanes = 4;
-// GCC/Clang vector extensions: elementwise IEEE operations.
-using Floats = float __attribute__((vector_size(4 * kLanes)));
-using Ints = int32_t __attribute__((vector_size(4 * kLanes)));
-
-Floats splat(float v) { return Floats{} + v; }
-Ints nearest_ints(Floats v) { return (std::bit_cast<Ints>(v + 12582912.0f) & 0x007fffff) - 0x00400000; }
-Ints clamp_ints(Ints l, int hi) {
-  l = l < 0 ? Ints{} : l;
-  return l > hi ? Ints{} + hi : l;
-}
-Floats to_float(Ints v) { return __builtin_convertvector(v, Floats); }
-
 // make_qkx2_quants(n = 32, nmax = 15, rmin = -1, rdelta = 0.1, nstep = 20,
 // use_mad = false) on 4 sub-blocks of a super-block at once: lane k is
 // sub-block k, and every lane runs ggml's own sequence of float operations
@@ -238,7 +250,7 @@ void make_q4k_scale_min(const Floats* xt, const Floats* wt, Ints* Lt, Floats& sc
   Floats best_error{};
   for (int i = 0; i < kN; ++i) {
     const Floats iscale = nmax / (max - min);
-    Lt[i] = clamp_ints(nearest_ints(iscale * (xt[i] - min)), kNmax);
+    Lt[i] = clamp_ints(nearest_ints(iscale * (xt[i] - min)), 0, kNmax);
     const Floats diff = scale * to_float(Lt[i]) + min - xt[i];
     best_error += wt[i] * (diff * diff);
   }
@@ -248,7 +260,7 @@ void make_q4k_scale_min(const Floats* xt, const Floats* wt, Ints* Lt, Floats& sc
     const Floats iscale = (kRmin + kRdelta * static_cast<float>(is) + static_cast<float>(kNmax)) / (max - min);
     Floats sum_l{}, sum_l2{}, sum_xl{};
     for (int i = 0; i < kN; ++i) {
-      Laux[i] = clamp_ints(nearest_ints(iscale * (xt[i] - min)), kNmax);
+      Laux[i] = clamp_ints(nearest_ints(iscale * (xt[i] - min)), 0, kNmax);
       const Floats lf = to_float(Laux[i]);
       sum_l += wt[i] * lf;
       sum_l2 += wt[i] * lf * lf;
