@@ -9,9 +9,10 @@
  * 1eba024559799447e34687e12b6794e79ad3768a1b3d2cbca9fadc829f0f85c7.
  *
  * Made with:
- *   mkdir -p /tmp/npmq && cd /tmp/npmq && npm pack @node-llama-cpp/linux-x64@3.21.1 && tar xzf node-llama-cpp-linux-x64-3.21.1.tgz
- *   cc -O2 -o /tmp/ggml_vectors tools/ggml_vectors.c -ldl -lm
- *   /tmp/ggml_vectors /tmp/npmq/package/bins/linux-x64/libggml-base.so > tests/data/weights/ggml_vectors.txt
+ *   mkdir -p /tmp/npmq && cd /tmp/npmq && npm pack @node-llama-cpp/linux-x64@3.21.1 && tar xzf
+ * node-llama-cpp-linux-x64-3.21.1.tgz cc -O2 -o /tmp/ggml_vectors tools/ggml_vectors.c -ldl -lm /tmp/ggml_vectors
+ * /tmp/npmq/package/bins/linux-x64/libggml-base.so > tests/data/weights/ggml_vectors.txt /tmp/ggml_vectors
+ * /tmp/npmq/package/bins/linux-x64/libggml-base.so kquants > tests/data/weights/ggml_kquant_vectors.txt
  *
  * Output: one line per 32-value block, "<kind> <hex bytes>", little-endian:
  *   input  32 float32, the quantizers' input block;
@@ -20,6 +21,13 @@
  *   conv   32 float32, the conversions' input (quant inputs plus special values);
  *   fp16   ggml_fp32_to_fp16 of the preceding conv block;
  *   bf16   ggml_fp32_to_bf16 of the preceding conv block.
+ * With "kquants", one line per 256-value super-block instead (its own LCG
+ * seed), from quantize_row_q4_K_ref and quantize_row_q6_K_ref:
+ *   input  256 float32, the quantizers' input;
+ *   q4_K   ggml's block_q4_K of the preceding input (144 bytes: fp16 d,
+ *          fp16 dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles);
+ *   q6_K   ggml's block_q6_K of the preceding input (210 bytes: 128 low
+ *          nibbles, 64 bytes of high 2 bits, 16 int8 scales, fp16 d).
  * Lines starting with '#' are comments. */
 #include <dlfcn.h>
 #include <math.h>
@@ -45,6 +53,8 @@ typedef struct {
 typedef void (*quantize_q8_0_fn)(const float*, block_q8_0*, int64_t);
 typedef void (*quantize_q4_0_fn)(const float*, block_q4_0*, int64_t);
 typedef uint16_t (*to_half_fn)(float);
+/* The K-quant blocks are passed as opaque bytes of ggml-common.h's sizes. */
+typedef void (*quantize_k_fn)(const float*, void*, int64_t);
 
 static void* must(void* lib, const char* name) {
   void* p = dlsym(lib, name);
@@ -119,6 +129,52 @@ static void make_quant_inputs(void) {
   for (int j = 0; j < QK; ++j) x[j] = lcg() * 1e7f;
 }
 
+#define QK_K 256
+#define Q4_K_BYTES 144
+#define Q6_K_BYTES 210
+static float super_blocks[MAX_BLOCKS][QK_K];
+static int n_super = 0;
+
+static float* next_super(void) { return super_blocks[n_super++]; }
+
+static void make_kquant_inputs(void) {
+  lcg_state = 54321u;
+  /* Random super-blocks over many scales. */
+  const float scales[] = {1e-4f, 1e-3f, 0.01f, 0.05f, 0.1f, 1.0f, 10.0f, 1e3f};
+  for (size_t s = 0; s < sizeof scales / sizeof scales[0]; ++s)
+    for (int r = 0; r < 2; ++r) {
+      float* x = next_super();
+      for (int j = 0; j < QK_K; ++j) x[j] = lcg() * scales[s];
+    }
+  float* x = next_super(); /* weight-like: a narrow bell from a sum of uniforms */
+  for (int j = 0; j < QK_K; ++j) x[j] = (lcg() + lcg() + lcg()) * 0.02f;
+  x = next_super(); /* sub-blocks of very different scales */
+  for (int j = 0; j < QK_K; ++j) x[j] = lcg() * powf(10.0f, (float)(j / 32) - 4.0f);
+  x = next_super(); /* all zeros */
+  memset(x, 0, sizeof(float) * QK_K);
+  x = next_super(); /* one outlier: the other sub-blocks' scales round to 0 */
+  for (int j = 0; j < QK_K; ++j) x[j] = lcg() * 0.01f;
+  x[77] = 1e4f;
+  x = next_super(); /* negative only */
+  for (int j = 0; j < QK_K; ++j) x[j] = -fabsf(lcg()) - 0.001f;
+  x = next_super(); /* positive only */
+  for (int j = 0; j < QK_K; ++j) x[j] = fabsf(lcg()) + 0.001f;
+  x = next_super(); /* tiny values: below GROUP_MAX_EPS (1e-15) */
+  for (int j = 0; j < QK_K; ++j) x[j] = lcg() * 1e-16f;
+  x = next_super(); /* tiny but normal floats: squares underflow */
+  for (int j = 0; j < QK_K; ++j) x[j] = lcg() * 1e-30f;
+  x = next_super(); /* one zero sub-block among random ones */
+  for (int j = 0; j < QK_K; ++j) x[j] = j >= 64 && j < 96 ? 0.0f : lcg();
+  x = next_super(); /* constant sub-blocks: max == min */
+  for (int j = 0; j < QK_K; ++j) x[j] = (float)(j / 32) * 0.25f - 1.0f;
+  x = next_super(); /* a grid of integers: ties in the rounding */
+  for (int j = 0; j < QK_K; ++j) x[j] = (float)((j * 7) % 33 - 16);
+  x = next_super(); /* halves: ties of x/d */
+  for (int j = 0; j < QK_K; ++j) x[j] = (float)((j * 5) % 64 - 32) * 0.5f;
+  x = next_super(); /* large values */
+  for (int j = 0; j < QK_K; ++j) x[j] = lcg() * 3e4f;
+}
+
 /* Values that test the fp16/bf16 roundings and special cases. */
 static void make_special(float out[2 * QK]) {
   const uint32_t bits[] = {
@@ -137,9 +193,25 @@ static void make_special(float out[2 * QK]) {
   for (size_t i = 0; i < 2 * QK; ++i) out[i] = i < n ? from_bits(bits[i]) : lcg() * 70000.0f;
 }
 
+static int emit_kquants(void* lib) {
+  quantize_k_fn q4k = (quantize_k_fn)must(lib, "quantize_row_q4_K_ref");
+  quantize_k_fn q6k = (quantize_k_fn)must(lib, "quantize_row_q6_K_ref");
+  make_kquant_inputs();
+  printf("# made by tools/ggml_vectors.c (kquants) from libggml-base.so of @node-llama-cpp/linux-x64@3.21.1\n");
+  for (int i = 0; i < n_super; ++i) {
+    unsigned char b4[Q4_K_BYTES], b6[Q6_K_BYTES];
+    q4k(super_blocks[i], b4, QK_K);
+    q6k(super_blocks[i], b6, QK_K);
+    hex_line("input", super_blocks[i], sizeof(float) * QK_K);
+    hex_line("q4_K", b4, sizeof b4);
+    hex_line("q6_K", b6, sizeof b6);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s path/to/libggml-base.so\n", argv[0]);
+  if (argc != 2 && !(argc == 3 && strcmp(argv[2], "kquants") == 0)) {
+    fprintf(stderr, "usage: %s path/to/libggml-base.so [kquants]\n", argv[0]);
     return 2;
   }
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -147,6 +219,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "dlopen: %s\n", dlerror());
     return 1;
   }
+  if (argc == 3) return emit_kquants(lib);
   quantize_q8_0_fn q8 = (quantize_q8_0_fn)must(lib, "quantize_row_q8_0_ref");
   quantize_q4_0_fn q4 = (quantize_q4_0_fn)must(lib, "quantize_row_q4_0_ref");
   to_half_fn fp16 = (to_half_fn)must(lib, "ggml_fp32_to_fp16");

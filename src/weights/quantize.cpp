@@ -75,6 +75,335 @@ void quantize_q4_0_block(const float* x, char* out) {
   for (size_t j = 0; j < kBlock / 2; ++j) out[2 + j] = static_cast<char>(q[j] | q[j + kBlock / 2] << 4);
 }
 
+// ---- K-quants: super-blocks of 256 values (ggml-quants.c's *_K_ref). ----
+// The float expressions below keep ggml's operand order and types exactly
+// (each sum accumulated value by value, int quants converted where ggml
+// converts them), since the searches compare sums and one ulp changes a
+// chosen scale.
+
+constexpr size_t kSuper = 256;
+constexpr size_t kQ4KBytes = 4 + 12 + kSuper / 2;
+constexpr size_t kQ6KBytes = kSuper / 2 + kSuper / 4 + kSuper / 16 + 2;
+constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
+
+// ggml's nearest_int: adding 1.5 * 2^23 leaves round-half-even(v) in the
+// low mantissa bits. Kept as the same bit trick, so values outside its range
+// (|v| > 2^22, which ggml only asserts against) wrap as ggml's do.
+int nearest_int(float v) {
+  const float shifted = v + 12582912.0f;
+  return (std::bit_cast<int32_t>(shifted) & 0x007fffff) - 0x00400000;
+}
+
+void check_finite(const float* x, size_t n) {
+  int32_t m = 0;
+  for (size_t j = 0; j < n; ++j) m = std::max(m, std::bit_cast<int32_t>(x[j]) & 0x7fffffff);
+  if (m >= 0x7f800000) throw InputError("quantize: a value is infinite or NaN");
+}
+
+// 4 lanes: one SSE register on baseline x86-64 (and NEON on arm64).
+constexpr size_t kLanes = 4;
+// GCC/Clang vector extensions: elementwise IEEE operations.
+using Floats = float __attribute__((vector_size(4 * kLanes)));
+using Ints = int32_t __attribute__((vector_size(4 * kLanes)));
+
+Floats splat(float v) { return Floats{} + v; }
+Ints nearest_ints(Floats v) { return (std::bit_cast<Ints>(v + 12582912.0f) & 0x007fffff) - 0x00400000; }
+Ints clamp_ints(Ints l, int lo, int hi) {
+  l = l < lo ? Ints{} + lo : l;
+  return l > hi ? Ints{} + hi : l;
+}
+Floats to_float(Ints v) { return __builtin_convertvector(v, Floats); }
+
+// make_qx_quants(n = 16, nmax = 32, rmse_type = 1, no importance weights)
+// on 4 sub-blocks at once, one per lane, each lane running ggml's sequence
+// of float operations (as make_q4k_scale_min below does): the scale of 16
+// values for quants in [-32, 31] that maximizes sum(w*x*l)^2 / sum(w*l^2)
+// with w = x^2, over 19 candidate reciprocal scales -(32 + 0.1*is) / max.
+// xt[i][k] is value i of sub-block k; Lt gets l + 32, transposed the same.
+Floats make_q6_scales(const Floats* xt, Ints* Lt) {
+  constexpr int kN = 16, kNmax = 32;
+  Floats max{}, amax{};
+  for (int i = 0; i < kN; ++i) {
+    const Floats ax = std::bit_cast<Floats>(std::bit_cast<Ints>(xt[i]) & 0x7fffffff);
+    const Ints bigger = ax > amax;
+    amax = bigger ? ax : amax;
+    max = bigger ? xt[i] : max;
+  }
+  const Ints zero = amax < kGroupMaxEps;  // ggml returns early there: L = 0, scale 0; replaced below
+  Floats iscale = static_cast<float>(-kNmax) / max;
+  Floats sumlx{}, suml2{};
+  for (int i = 0; i < kN; ++i) {
+    const Ints l = clamp_ints(nearest_ints(iscale * xt[i]), -kNmax, kNmax - 1);
+    Lt[i] = l + kNmax;
+    const Floats w = xt[i] * xt[i];
+    const Floats lf = to_float(l);
+    sumlx += w * xt[i] * lf;
+    suml2 += w * lf * lf;
+  }
+  Floats scale = suml2 != 0 ? sumlx / suml2 : Floats{};
+  Floats best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(kNmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = Floats{};
+    for (int i = 0; i < kN; ++i) {
+      const Floats lf = to_float(clamp_ints(nearest_ints(iscale * xt[i]), -kNmax, kNmax - 1));
+      const Floats w = xt[i] * xt[i];
+      sumlx += w * xt[i] * lf;
+      suml2 += w * lf * lf;
+    }
+    const Ints take = (suml2 > 0) & (sumlx * sumlx > best * suml2);
+    bool any = false;
+    for (size_t k = 0; k < kLanes; ++k) any |= take[k] != 0;
+    if (!any) continue;
+    for (int i = 0; i < kN; ++i)
+      Lt[i] = take ? clamp_ints(nearest_ints(iscale * xt[i]), -kNmax, kNmax - 1) + kNmax : Lt[i];
+    scale = take ? sumlx / suml2 : scale;
+    best = take ? scale * sumlx : best;
+  }
+  for (int i = 0; i < kN; ++i) Lt[i] = zero ? Ints{} : Lt[i];
+  return zero ? Floats{} : scale;
+}
+
+void quantize_q6_k_block(const float* x, char* out) {
+  int8_t L[kSuper];
+  float scales[kSuper / 16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (size_t g = 0; g < kSuper / 16; g += kLanes) {  // sub-blocks g .. g+3 as the lanes
+    Floats xt[16];
+    Ints Lt[16];
+    for (size_t k = 0; k < kLanes; ++k)
+      for (size_t i = 0; i < 16; ++i) xt[i][k] = x[16 * (g + k) + i];
+    const Floats sc4 = make_q6_scales(xt, Lt);
+    for (size_t k = 0; k < kLanes; ++k) {
+      scales[g + k] = sc4[k];
+      for (size_t i = 0; i < 16; ++i) L[16 * (g + k) + i] = static_cast<int8_t>(Lt[i][k]);
+    }
+  }
+  for (size_t ib = 0; ib < kSuper / 16; ++ib) {
+    const float abs_scale = std::fabs(scales[ib]);
+    if (abs_scale > max_abs_scale) {
+      max_abs_scale = abs_scale;
+      max_scale = scales[ib];
+    }
+  }
+  std::memset(out, 0, kQ6KBytes);
+  if (max_abs_scale < kGroupMaxEps) return;  // all zero, d = +0
+  const float iscale = -128.0f / max_scale;
+  const uint16_t dh = fp32_to_fp16(1 / iscale);
+  put_u16(out + kQ6KBytes - 2, dh);
+  const float dall = fp16_to_fp32(dh);
+  int8_t sc[kSuper / 16];
+  for (size_t ib = 0; ib < kSuper / 16; ++ib)
+    sc[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+  std::memcpy(out + kSuper / 2 + kSuper / 4, sc, sizeof sc);
+  for (size_t j = 0; j < kSuper / 16; ++j) {
+    const float d = dall * static_cast<float>(sc[j]);
+    if (d == 0.0f) continue;  // keeps make_q6_scale's quants, as ggml does
+    for (size_t i = 0; i < 16; ++i)
+      L[16 * j + i] = static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(x[16 * j + i] / d))) + 32);
+  }
+  auto* ql = reinterpret_cast<uint8_t*>(out);
+  auto* qh = ql + kSuper / 2;
+  for (size_t j = 0; j < kSuper; j += 128) {
+    for (size_t l = 0; l < 32; ++l) {
+      const auto q1 = static_cast<uint8_t>(L[j + l]), q2 = static_cast<uint8_t>(L[j + l + 32]);
+      const auto q3 = static_cast<uint8_t>(L[j + l + 64]), q4 = static_cast<uint8_t>(L[j + l + 96]);
+      ql[l] = static_cast<uint8_t>((q1 & 0xf) | (q3 & 0xf) << 4);
+      ql[l + 32] = static_cast<uint8_t>((q2 & 0xf) | (q4 & 0xf) << 4);
+      qh[l] = static_cast<uint8_t>(q1 >> 4 | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);
+    }
+    ql += 64;
+    qh += 32;
+  }
+}
+
+// make_qkx2_quants(n = 32, nmax = 15, rmin = -1, rdelta = 0.1, nstep = 20,
+// use_mad = false) on 4 sub-blocks of a super-block at once: lane k is
+// sub-block k, and every lane runs ggml's own sequence of float operations
+// (sums value by value, in order), so the bytes stay ggml's while the
+// compiler turns each step into one vector operation over the lanes. ggml's
+// branches become per-lane selects. For each lane: a scale and a min
+// (returned negated, >= 0) for quants in [0, 15], the weighted least-squares
+// fit that beats the others of 21 candidate grids in weighted squared error.
+// xt and wt are the values and weights transposed (xt[i][k] = value i of
+// sub-block k); Lt gets the quants, transposed the same way. 3.9x faster
+// than one sub-block at a time, since ggml's sums are sequential and cannot
+// be vectorized along a sub-block without changing their rounding.
+void make_q4k_scale_min(const Floats* xt, const Floats* wt, Ints* Lt, Floats& scale_out, Floats& the_min) {
+  constexpr int kN = 32, kNmax = 15;
+  constexpr float kRmin = -1.0f, kRdelta = 0.1f;
+  constexpr int kSteps = 20;
+  Floats min = xt[0], max = xt[0];
+  Floats sum_w = wt[0];
+  Floats sum_x = sum_w * xt[0];
+  for (int i = 1; i < kN; ++i) {
+    min = xt[i] < min ? xt[i] : min;
+    max = xt[i] > max ? xt[i] : max;
+    sum_w += wt[i];
+    sum_x += wt[i] * xt[i];
+  }
+  min = min > 0 ? Floats{} : min;
+  const Ints flat = max == min;  // ggml returns early there: L = 0, scale 0; computed anyway, replaced below
+  const Floats nmax = splat(static_cast<float>(kNmax));
+  Floats scale = 1 / (nmax / (max - min));
+  Floats best_error{};
+  for (int i = 0; i < kN; ++i) {
+    const Floats iscale = nmax / (max - min);
+    Lt[i] = clamp_ints(nearest_ints(iscale * (xt[i] - min)), 0, kNmax);
+    const Floats diff = scale * to_float(Lt[i]) + min - xt[i];
+    best_error += wt[i] * (diff * diff);
+  }
+  Ints Laux[kN];
+  for (int is = 0; is <= kSteps; ++is) {
+    // ggml divides by max - min with min as the last accepted fit left it.
+    const Floats iscale = (kRmin + kRdelta * static_cast<float>(is) + static_cast<float>(kNmax)) / (max - min);
+    Floats sum_l{}, sum_l2{}, sum_xl{};
+    for (int i = 0; i < kN; ++i) {
+      Laux[i] = clamp_ints(nearest_ints(iscale * (xt[i] - min)), 0, kNmax);
+      const Floats lf = to_float(Laux[i]);
+      sum_l += wt[i] * lf;
+      sum_l2 += wt[i] * lf * lf;
+      sum_xl += wt[i] * lf * xt[i];
+    }
+    const Floats D = sum_w * sum_l2 - sum_l * sum_l;
+    const Floats s = (sum_w * sum_xl - sum_x * sum_l) / D;
+    const Floats m = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+    const Floats this_scale = m > 0 ? sum_xl / sum_l2 : s;
+    const Floats this_min = m > 0 ? Floats{} : m;
+    Floats cur_error{};
+    for (int i = 0; i < kN; ++i) {
+      const Floats diff = this_scale * to_float(Laux[i]) + this_min - xt[i];
+      cur_error += wt[i] * (diff * diff);
+    }
+    const Ints take = (D > 0) & (cur_error < best_error);
+    bool any = false;
+    for (size_t k = 0; k < kLanes; ++k) any |= take[k] != 0;
+    if (!any) continue;
+    best_error = take ? cur_error : best_error;
+    scale = take ? this_scale : scale;
+    min = take ? this_min : min;
+    for (int i = 0; i < kN; ++i) Lt[i] = take ? Laux[i] : Lt[i];
+  }
+  scale_out = flat ? Floats{} : scale;
+  the_min = -min;
+  for (int i = 0; i < kN; ++i) Lt[i] = flat ? Ints{} : Lt[i];
+}
+
+void quantize_q4_k_block(const float* x, char* out) {
+  uint8_t L[kSuper];
+  float scales[kSuper / 32], mins[kSuper / 32];
+  float max_scale = 0, max_min = 0;
+  for (size_t g = 0; g < kSuper / 32; g += kLanes) {  // sub-blocks g .. g+3 as the lanes
+    Floats xt[32], wt[32];
+    Ints Lt[32];
+    for (size_t k = 0; k < kLanes; ++k) {
+      const float* xs = x + 32 * (g + k);
+      float sum_x2 = 0;
+      for (size_t l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (size_t l = 0; l < 32; ++l) {
+        xt[l][k] = xs[l];
+        wt[l][k] = av_x + std::fabs(xs[l]);
+      }
+    }
+    Floats scales4, mins4;
+    make_q4k_scale_min(xt, wt, Lt, scales4, mins4);
+    for (size_t k = 0; k < kLanes; ++k) {
+      scales[g + k] = scales4[k];
+      mins[g + k] = mins4[k];
+      for (size_t l = 0; l < 32; ++l) L[32 * (g + k) + l] = static_cast<uint8_t>(Lt[l][k]);
+    }
+  }
+  for (size_t j = 0; j < kSuper / 32; ++j) {
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t ls[kSuper / 32], lm[kSuper / 32];
+  for (size_t j = 0; j < kSuper / 32; ++j) {
+    // ggml stores nearest_int's int in a uint8_t before the clamp.
+    ls[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
+    lm[j] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
+  }
+  // The 6-bit packing (get_scale_min_k4's inverse): scales 0-3 and mins 0-3
+  // whole in bytes 0-3 and 4-7; scales/mins 4-7 low nibbles in bytes 8-11,
+  // their top two bits in bits 6-7 of bytes 0-3 and 4-7.
+  uint8_t packed[12];
+  for (size_t j = 0; j < 4; ++j) {
+    packed[j] = static_cast<uint8_t>(ls[j] | (ls[j + 4] >> 4) << 6);
+    packed[j + 4] = static_cast<uint8_t>(lm[j] | (lm[j + 4] >> 4) << 6);
+    packed[j + 8] = static_cast<uint8_t>((ls[j + 4] & 0xf) | (lm[j + 4] & 0xf) << 4);
+  }
+  const uint16_t dh = fp32_to_fp16(max_scale / 63.0f);
+  const uint16_t mh = fp32_to_fp16(max_min / 63.0f);
+  put_u16(out, dh);
+  put_u16(out + 2, mh);
+  std::memcpy(out + 4, packed, 12);
+  const float dall = fp16_to_fp32(dh), mall = fp16_to_fp32(mh);
+  for (size_t j = 0; j < kSuper / 32; ++j) {
+    const float d = dall * static_cast<float>(ls[j]);
+    if (d == 0.0f) continue;  // keeps the search's quants, as ggml does
+    const float dm = mall * static_cast<float>(lm[j]);
+    for (size_t i = 0; i < 32; ++i)
+      L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + i] + dm) / d))));
+  }
+  auto* q = reinterpret_cast<uint8_t*>(out + 16);
+  for (size_t j = 0; j < kSuper; j += 64) {
+    for (size_t l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | L[j + l + 32] << 4);
+    q += 32;
+  }
+}
+
+// The (scale, min) pair j of a Q4_K block's 12 packed bytes.
+void q4k_scale_min(const uint8_t* p, size_t j, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = p[j] & 63;
+    *m = p[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((p[j + 4] & 0xf) | (p[j - 4] >> 6) << 4);
+    *m = static_cast<uint8_t>((p[j + 4] >> 4) | (p[j] >> 6) << 4);
+  }
+}
+
+void dequantize_q4_k_block(const char* block, float* y) {
+  const float d = fp16_to_fp32(get_u16(block)), min = fp16_to_fp32(get_u16(block + 2));
+  const auto* sc = reinterpret_cast<const uint8_t*>(block + 4);
+  const auto* q = reinterpret_cast<const uint8_t*>(block + 16);
+  for (size_t j = 0; j < kSuper / 64; ++j) {
+    uint8_t s1, m1, s2, m2;
+    q4k_scale_min(sc, 2 * j, &s1, &m1);
+    q4k_scale_min(sc, 2 * j + 1, &s2, &m2);
+    const float d1 = d * s1, mm1 = min * m1, d2 = d * s2, mm2 = min * m2;
+    for (size_t l = 0; l < 32; ++l) y[64 * j + l] = d1 * static_cast<float>(q[32 * j + l] & 0xf) - mm1;
+    for (size_t l = 0; l < 32; ++l) y[64 * j + 32 + l] = d2 * static_cast<float>(q[32 * j + l] >> 4) - mm2;
+  }
+}
+
+void dequantize_q6_k_block(const char* block, float* y) {
+  const auto* ql = reinterpret_cast<const uint8_t*>(block);
+  const auto* qh = ql + kSuper / 2;
+  const auto* sc = reinterpret_cast<const int8_t*>(block + kSuper / 2 + kSuper / 4);
+  const float d = fp16_to_fp32(get_u16(block + kQ6KBytes - 2));
+  for (size_t n = 0; n < kSuper; n += 128) {
+    for (size_t l = 0; l < 32; ++l) {
+      const size_t is = l / 16;
+      const int q1 = ((ql[l] & 0xf) | ((qh[l] >> 0) & 3) << 4) - 32;
+      const int q2 = ((ql[l + 32] & 0xf) | ((qh[l] >> 2) & 3) << 4) - 32;
+      const int q3 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+      y[n + l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+      y[n + l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+      y[n + l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+      y[n + l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+    }
+    ql += 64;
+    qh += 32;
+    sc += 8;
+  }
+}
+
 }  // namespace
 
 uint16_t fp32_to_fp16(float f) {
@@ -117,7 +446,15 @@ uint16_t fp32_to_bf16(float f) {
 
 float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
-size_t block_elements(GgmlTypeId type) { return type == GgmlTypeId::kQ8_0 || type == GgmlTypeId::kQ4_0 ? kBlock : 1; }
+size_t block_elements(GgmlTypeId type) {
+  switch (type) {
+    case GgmlTypeId::kQ8_0:
+    case GgmlTypeId::kQ4_0: return kBlock;
+    case GgmlTypeId::kQ4_K:
+    case GgmlTypeId::kQ6_K: return kSuper;
+    default: return 1;
+  }
+}
 
 size_t block_bytes(GgmlTypeId type) {
   switch (type) {
@@ -126,6 +463,8 @@ size_t block_bytes(GgmlTypeId type) {
     case GgmlTypeId::kBF16: return 2;
     case GgmlTypeId::kQ8_0: return kQ8Bytes;
     case GgmlTypeId::kQ4_0: return kQ4Bytes;
+    case GgmlTypeId::kQ4_K: return kQ4KBytes;
+    case GgmlTypeId::kQ6_K: return kQ6KBytes;
   }
   throw InputError("quantize: unsupported ggml type " + std::to_string(static_cast<uint32_t>(type)));
 }
@@ -154,6 +493,14 @@ std::string quantize(GgmlTypeId type, const float* data, size_t n) {
       break;
     case GgmlTypeId::kQ4_0:
       for (size_t b = 0; b < n / kBlock; ++b) quantize_q4_0_block(data + b * kBlock, p + b * kQ4Bytes);
+      break;
+    case GgmlTypeId::kQ4_K:
+      check_finite(data, n);
+      for (size_t b = 0; b < n / kSuper; ++b) quantize_q4_k_block(data + b * kSuper, p + b * kQ4KBytes);
+      break;
+    case GgmlTypeId::kQ6_K:
+      check_finite(data, n);
+      for (size_t b = 0; b < n / kSuper; ++b) quantize_q6_k_block(data + b * kSuper, p + b * kQ6KBytes);
       break;
   }
   return out;
@@ -191,6 +538,12 @@ std::vector<float> dequantize(GgmlTypeId type, std::string_view bytes, size_t n)
           y[b * kBlock + j + kBlock / 2] = static_cast<float>((byte >> 4) - 8) * d;
         }
       }
+      break;
+    case GgmlTypeId::kQ4_K:
+      for (size_t b = 0; b < n / kSuper; ++b) dequantize_q4_k_block(p + b * kQ4KBytes, y.data() + b * kSuper);
+      break;
+    case GgmlTypeId::kQ6_K:
+      for (size_t b = 0; b < n / kSuper; ++b) dequantize_q6_k_block(p + b * kQ6KBytes, y.data() + b * kSuper);
       break;
   }
   return y;

@@ -32,9 +32,10 @@ std::vector<float> floats(const std::string& bytes) {
   return v;
 }
 
-// Each kind's lines, in file order ("input", "q8_0", "conv", ...).
-std::map<std::string, std::vector<std::string>> vectors() {
-  std::ifstream in(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/weights/ggml_vectors.txt");
+// Each kind's lines, in file order ("input", "q8_0", "conv", ...), of
+// ggml_vectors.txt or (K-quants) ggml_kquant_vectors.txt.
+std::map<std::string, std::vector<std::string>> vectors(const std::string& file = "ggml_vectors.txt") {
+  std::ifstream in(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/weights/" + file);
   std::map<std::string, std::vector<std::string>> kinds;
   std::string line;
   while (std::getline(in, line)) {
@@ -57,11 +58,12 @@ std::string hex(const std::string& bytes) {
   return s;
 }
 
-void expect_blocks_equal_ggml(GgmlTypeId type, const std::string& kind) {
-  auto v = vectors();
+void expect_blocks_equal_ggml(GgmlTypeId type, const std::string& kind, const std::string& file = "ggml_vectors.txt",
+                              size_t min_blocks = 30) {
+  auto v = vectors(file);
   const auto& inputs = v["input"];
   const auto& expected = v[kind];
-  ASSERT_GE(inputs.size(), 30u);
+  ASSERT_GE(inputs.size(), min_blocks);
   ASSERT_EQ(inputs.size(), expected.size());
   for (size_t b = 0; b < inputs.size(); ++b) {
     const auto x = floats(inputs[b]);
@@ -80,6 +82,12 @@ void expect_blocks_equal_ggml(GgmlTypeId type, const std::string& kind) {
 
 TEST(Quantize, Q8_0EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ8_0, "q8_0"); }
 TEST(Quantize, Q4_0EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ4_0, "q4_0"); }
+TEST(Quantize, Q4_KEqualsGgmlReference) {
+  expect_blocks_equal_ggml(GgmlTypeId::kQ4_K, "q4_K", "ggml_kquant_vectors.txt", 29);
+}
+TEST(Quantize, Q6_KEqualsGgmlReference) {
+  expect_blocks_equal_ggml(GgmlTypeId::kQ6_K, "q6_K", "ggml_kquant_vectors.txt", 29);
+}
 
 TEST(Quantize, HalfConversionsEqualGgml) {
   auto v = vectors();
@@ -167,6 +175,84 @@ TEST(Quantize, ErrorStatsOfARoundTrip) {
   EXPECT_DOUBLE_EQ(e.rmse, 1);
 }
 
+// The random super-blocks of the K-quant fixture (its first 16), every scale.
+std::vector<float> random_super_blocks() {
+  auto v = vectors("ggml_kquant_vectors.txt");
+  std::vector<float> all;
+  for (size_t b = 0; b < 16; ++b) {
+    const auto x = floats(v["input"][b]);
+    all.insert(all.end(), x.begin(), x.end());
+  }
+  return all;
+}
+
+// Each super-block's error relative to its largest magnitude: K-quants pick
+// their scales by least squares, so a bound per value is loose; the block's
+// RMSE against its range is what they promise.
+std::vector<double> relative_rmse(GgmlTypeId type, const std::vector<float>& x) {
+  const auto y = dequantize(type, quantize(type, x.data(), x.size()), x.size());
+  std::vector<double> out;
+  for (size_t b = 0; b < x.size() / 256; ++b) {
+    double amax = 0;
+    for (size_t j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(static_cast<double>(x[b * 256 + j])));
+    out.push_back(quantization_error(x.data() + b * 256, y.data() + b * 256, 256).rmse / amax);
+  }
+  return out;
+}
+
+TEST(Quantize, Q6_KRoundTripError) {
+  const auto x = random_super_blocks();
+  // 6 bits over [-amax, amax]: a step of about amax / 32, so an RMSE near
+  // step / sqrt(12) ~ 0.009 amax; 8-bit scales and fp16 d add a little.
+  // Only where d (about amax / 4096) is a normal half: below amax ~ 0.25 it
+  // is subnormal and ggml's own Q6_K loses most of its precision (the
+  // fixture's 1e-4 blocks come back with ~57% relative RMSE, as ggml's do).
+  const std::string q = quantize(GgmlTypeId::kQ6_K, x.data(), x.size());
+  const auto rel = relative_rmse(GgmlTypeId::kQ6_K, x);
+  size_t checked = 0;
+  for (size_t b = 0; b < rel.size(); ++b) {
+    const auto d =
+        static_cast<uint16_t>(static_cast<uint8_t>(q[b * 210 + 208]) | static_cast<uint8_t>(q[b * 210 + 209]) << 8);
+    if ((d & 0x7c00) == 0) continue;  // subnormal half
+    EXPECT_LT(rel[b], 0.012) << "block " << b;
+    ++checked;
+  }
+  EXPECT_GE(checked, 6u);  // the fixture's scales 1, 10 and 1000
+  const QuantError q6 = round_trip_error(GgmlTypeId::kQ6_K, x.data(), x.size());
+  const QuantError q8 = round_trip_error(GgmlTypeId::kQ8_0, x.data(), x.size());
+  EXPECT_GT(q6.rmse, q8.rmse);      // 6 bits lose to 8 ...
+  EXPECT_LT(q6.rmse, 4 * q8.rmse);  // ... but not by much
+}
+
+TEST(Quantize, Q4_KRoundTripError) {
+  const auto x = random_super_blocks();
+  // 4 bits over each 32 values' [min, max]: a step of about 2 amax / 15,
+  // RMSE near step / sqrt(12) ~ 0.04 amax.
+  for (double e : relative_rmse(GgmlTypeId::kQ4_K, x)) EXPECT_LT(e, 0.05);
+  const QuantError q4k = round_trip_error(GgmlTypeId::kQ4_K, x.data(), x.size());
+  const QuantError q6k = round_trip_error(GgmlTypeId::kQ6_K, x.data(), x.size());
+  const QuantError q4_0 = round_trip_error(GgmlTypeId::kQ4_0, x.data(), x.size());
+  EXPECT_LT(q6k.rmse, q4k.rmse);
+  EXPECT_LT(q4k.rmse, q4_0.rmse);  // the searched scale and min beat Q4_0's amax/8
+}
+
+TEST(Quantize, KQuantsOfZerosAreZeros) {
+  const std::vector<float> x(512, 0.0f);
+  for (GgmlTypeId type : {GgmlTypeId::kQ4_K, GgmlTypeId::kQ6_K}) {
+    const auto y = dequantize(type, quantize(type, x.data(), x.size()), x.size());
+    for (float v : y) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+TEST(Quantize, KQuantSizes) {
+  EXPECT_EQ(block_elements(GgmlTypeId::kQ4_K), 256u);
+  EXPECT_EQ(block_bytes(GgmlTypeId::kQ4_K), 144u);
+  EXPECT_EQ(block_elements(GgmlTypeId::kQ6_K), 256u);
+  EXPECT_EQ(block_bytes(GgmlTypeId::kQ6_K), 210u);
+  EXPECT_EQ(quantized_size(GgmlTypeId::kQ4_K, 1024), 4 * 144u);
+  EXPECT_THROW(quantized_size(GgmlTypeId::kQ6_K, 32), InputError);
+}
+
 TEST(Quantize, RejectsPartialBlocksAndNonFiniteValues) {
   std::vector<float> x(33, 1.0f);
   EXPECT_THROW(quantize(GgmlTypeId::kQ8_0, x.data(), 33), InputError);
@@ -178,6 +264,13 @@ TEST(Quantize, RejectsPartialBlocksAndNonFiniteValues) {
   x[7] = std::nanf("");
   EXPECT_THROW(quantize(GgmlTypeId::kQ4_0, x.data(), 32), InputError);
   EXPECT_EQ(quantize(GgmlTypeId::kQ8_0, x.data(), 0), "");
+  std::vector<float> k(256, 0.5f);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ4_K, k.data(), 128), InputError);
+  EXPECT_THROW(dequantize(GgmlTypeId::kQ6_K, std::string(209, '\0'), 256), InputError);
+  k[100] = -INFINITY;
+  EXPECT_THROW(quantize(GgmlTypeId::kQ6_K, k.data(), 256), InputError);
+  k[100] = std::nanf("");
+  EXPECT_THROW(quantize(GgmlTypeId::kQ4_K, k.data(), 256), InputError);
 }
 
 }  // namespace

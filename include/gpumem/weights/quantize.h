@@ -11,6 +11,15 @@
 //         value of largest magnitude with its sign (the first one on ties),
 //         then 16 bytes: byte j holds value j in its low nibble and value
 //         j + 16 in its high one, each min(15, trunc(x / d + 8.5)).
+//   Q4_K: 256 values in 144 bytes: fp16 d, fp16 dmin, 12 bytes packing
+//         eight 6-bit scales and eight 6-bit mins (one each per 32 values),
+//         then 128 bytes of nibbles; value = d*scale*q - dmin*min. Each
+//         32-value scale and min come from ggml's weighted least-squares
+//         search (make_qkx2_quants, 21 candidate scales).
+//   Q6_K: 256 values in 210 bytes: 128 bytes of low nibbles, 64 of high
+//         2-bit pairs, 16 int8 scales (one per 16 values), then fp16 d;
+//         value = d*scale*(q - 32). Each 16-value scale comes from ggml's
+//         make_qx_quants search (19 candidates, weights x^2).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,6 +34,8 @@ enum class GgmlTypeId : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ6_K = 14,
   kBF16 = 30,
 };
 
@@ -45,8 +56,9 @@ size_t block_bytes(GgmlTypeId type);
 size_t quantized_size(GgmlTypeId type, size_t n);
 
 // n values as `type`'s bytes. InputError when n is not a whole number of
-// blocks, or (Q8_0, Q4_0) a value is infinite or NaN: ggml's result for
-// those depends on undefined float-to-int conversions.
+// blocks (256 values for the K-quants), or (Q8_0, Q4_0, Q4_K, Q6_K) a value
+// is infinite or NaN: ggml's result for those depends on undefined
+// float-to-int conversions.
 std::string quantize(GgmlTypeId type, const float* data, size_t n);
 // Back to floats, as ggml's dequantize_row_* computes them. InputError when
 // `bytes` is not exactly quantized_size(type, n).
