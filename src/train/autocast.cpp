@@ -37,9 +37,10 @@ int insert_cast(StepGraph& g, int value, DType to, size_t at) {
   c.dims = from.dims;
   c.requires_grad = from.requires_grad;
   retype(c, to);
-  g.values.push_back(std::move(c));
-  const int id = static_cast<int>(g.values.size()) - 1;
+  // `from` refers into g.values: done with it before the vector grows.
+  const int id = static_cast<int>(g.values.size());
   Op cast{"Cast", "autocast: " + from.name, {value}, {id}, from.requires_grad};
+  g.values.push_back(std::move(c));
   g.ops.insert(g.ops.begin() + static_cast<std::ptrdiff_t>(at), std::move(cast));
   return id;
 }

@@ -161,7 +161,8 @@ class Simulator {
     const bool low = g_.values[static_cast<size_t>(logits)].dtype != DType::Float &&
                      (o_.precision == Precision::kAmpFp16 || o_.precision == Precision::kAmpBf16);
     if (low) logits = insert_cast(g_, logits, DType::Float, g_.ops.size());
-    const Value& l = g_.values[static_cast<size_t>(logits)];
+    // Copies: adding values below may move the vector.
+    const Value l = g_.values[static_cast<size_t>(logits)];
     const uint64_t elements = elements_of(l);
     const int64_t classes = l.dims.empty() ? 1 : std::max<int64_t>(l.dims.back(), 1);
     const DType loss_type = l.dtype;

@@ -161,6 +161,25 @@ TEST(TrainRules, TheFirstStepCreatesTheStatesAndZeroedGradsStay) {
   EXPECT_EQ(zeroed.timeline.front().live_bytes, steady.timeline.front().live_bytes + (256 * 256 + 256 * 10) * 4);
 }
 
+// A graph whose output is a constant: nothing to train, and the loss is
+// still added (a regression: the loss once read a value after the values
+// had moved).
+TEST(TrainRules, AConstantOutputTrainsNothingAndDoesNotCrash) {
+  OnnxBuilder b;
+  b.input("x", {4});
+  b.weight("w", {4});
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  b.node("Relu", {"y"}, {"out"}, "relu");
+  b.output("out");
+  for (int i = 0; i < 40; ++i) b.weight("unused" + std::to_string(i), {1});  // more values: the vector grows
+  const Model m = load_onnx_model_from_bytes(b.bytes(), "const.onnx");
+  TrainOptions o;
+  o.precision = Precision::kAmpBf16;
+  const TrainingStep step = predict_training_step(m, o);
+  EXPECT_GT(step.peak_bytes, 0u);
+  EXPECT_EQ(std::accumulate(std::begin(step.breakdown), std::end(step.breakdown), uint64_t{0}), step.peak_bytes);
+}
+
 TEST(TrainRules, BatchNormOnRunningStatisticsIsAnInferenceExport) {
   OnnxBuilder b;
   b.input("x", {8, 16, 32, 32});
