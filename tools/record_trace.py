@@ -113,6 +113,20 @@ def microseconds(ns):
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
+def memory_record(event):
+    """An Allocation event of the tree as (time, thread, the "[memory]" args)."""
+    f = event.extra_fields
+    device = f.device
+    return (event.start_time_ns, event.start_tid, {
+        "Total Reserved": f.total_reserved,
+        "Total Allocated": f.total_allocated,
+        "Bytes": f.alloc_size,
+        "Addr": f.ptr,
+        "Device Id": -1 if device.index is None else device.index,
+        "Device Type": DEVICE_TYPES[device.type],
+    })
+
+
 def to_chrome_events(roots, pid, keep_all=False):
     """keep_all: every operator, not only those around memory events (a trace without them)."""
     spans, memory = [], []
@@ -120,16 +134,7 @@ def to_chrome_events(roots, pid, keep_all=False):
     def walk(event):
         """Appends the event's kept records; True if its subtree holds a memory event."""
         if event.tag == _EventType.Allocation:
-            f = event.extra_fields
-            device = f.device
-            memory.append((event.start_time_ns, event.start_tid, {
-                "Total Reserved": f.total_reserved,
-                "Total Allocated": f.total_allocated,
-                "Bytes": f.alloc_size,
-                "Addr": f.ptr,
-                "Device Id": -1 if device.index is None else device.index,
-                "Device Type": DEVICE_TYPES[device.type],
-            }))
+            memory.append(memory_record(event))
             return True
         has_memory = False
         for child in event.children:

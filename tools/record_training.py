@@ -444,23 +444,14 @@ def chrome_lines(roots, pid):
     """tools/record_trace.py's to_chrome_events, plus Kineto's "Input Dims"/"Input type"
     args on operators, and the gpumem:* ranges always kept."""
     sys.path.insert(0, str(HERE))
-    from record_trace import DEVICE_TYPES, microseconds
+    from record_trace import memory_record, microseconds
     from torch._C._profiler import RecordScope, _EventType
 
     spans, memory = [], []
 
     def walk(event):
         if event.tag == _EventType.Allocation:
-            f = event.extra_fields
-            device = f.device
-            memory.append((event.start_time_ns, event.start_tid, {
-                "Total Reserved": f.total_reserved,
-                "Total Allocated": f.total_allocated,
-                "Bytes": f.alloc_size,
-                "Addr": f.ptr,
-                "Device Id": -1 if device.index is None else device.index,
-                "Device Type": DEVICE_TYPES[device.type],
-            }))
+            memory.append(memory_record(event))
             return True
         has_memory = False
         for child in event.children:

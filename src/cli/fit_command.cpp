@@ -1,6 +1,5 @@
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -8,6 +7,7 @@
 #include "cli/flags.h"
 #include "cli/model_flags.h"
 #include "cli/size_flag.h"
+#include "cli/step_flags.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/report/fit_report.h"
@@ -18,7 +18,8 @@ Action add_fit_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("fit", "Make a training step fit a budget: cheapest changes, checkpointing, largest batch");
   struct Args {
-    std::string model, budget, optimizer = "adamw", precision = "fp32", device = "cuda", emit, out_dir = ".";
+    std::string model, budget, emit, out_dir = ".";
+    StepFlags step_flags;
     ModelFlags flags;
     bool max_batch = false, json = false;
     int gpus = 1;
@@ -28,11 +29,7 @@ Action add_fit_command(CLI::App& app) {
   cmd->add_option("--budget", args->budget, "Memory per GPU (e.g. 24GiB)")->required();
   add_shape_flags(*cmd, args->flags);
   cmd->add_flag("--max-batch", args->max_batch, "Find the largest batch (the first input dimension) that fits");
-  cmd->add_option("--optimizer", args->optimizer, "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit")
-      ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adam8bit"}));
-  cmd->add_option("--precision", args->precision, "fp32 | amp-fp16 | amp-bf16 | bf16 | auto (the cheapest that fits)")
-      ->check(CLI::IsMember({"fp32", "amp-fp16", "amp-bf16", "bf16", "auto"}));
-  cmd->add_option("--device", args->device, "cuda | cpu")->check(CLI::IsMember({"cuda", "cpu"}));
+  add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
   cmd->add_option("--gpus", args->gpus,
                   "GPUs to spread the step over: memory per GPU under DeepSpeed ZeRO, FSDP and "
                   "pipeline stages")
@@ -44,23 +41,10 @@ Action add_fit_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/fit.md)");
 
   return [args]() {
-    static const std::map<std::string, train::Optimizer> optimizers = {{"sgd", train::Optimizer::kSgd},
-                                                                       {"sgd-momentum", train::Optimizer::kSgdMomentum},
-                                                                       {"adam", train::Optimizer::kAdam},
-                                                                       {"adamw", train::Optimizer::kAdamW},
-                                                                       {"adafactor", train::Optimizer::kAdafactor},
-                                                                       {"adam8bit", train::Optimizer::kAdam8bit}};
-    static const std::map<std::string, train::Precision> precisions = {{"fp32", train::Precision::kFp32},
-                                                                       {"amp-fp16", train::Precision::kAmpFp16},
-                                                                       {"amp-bf16", train::Precision::kAmpBf16},
-                                                                       {"bf16", train::Precision::kBf16},
-                                                                       {"auto", train::Precision::kFp32}};
     train::FitRequest request;
     request.options.model = to_inspect_options(args->flags);
-    request.options.optimizer = optimizers.at(args->optimizer);
-    request.options.precision = precisions.at(args->precision);
-    request.options.device = args->device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
-    request.precision_auto = args->precision == "auto";
+    apply_step_flags(args->step_flags, request.options);
+    request.precision_auto = args->step_flags.precision == "auto";
     request.max_batch = args->max_batch;
     request.budget = parse_size_flag("--budget", args->budget);
     request.gpus = args->gpus;

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/model_flags.h"
+#include "cli/step_flags.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/trace/formats.h"
 
@@ -18,8 +19,8 @@ Action add_train_command(CLI::App& app) {
   struct Args {
     std::string model;
     ModelFlags flags;
-    std::string optimizer = "adamw", precision = "fp32", loss = "cross-entropy", grads = "set-to-none";
-    std::string step = "steady", device = "cuda", foreach, frozen, trace_out;
+    StepFlags step_flags;
+    std::string loss = "cross-entropy", grads = "set-to-none", step = "steady", foreach, frozen, trace_out;
     std::vector<std::string> checkpoint;
     int top = 10;
     bool json = false;
@@ -27,11 +28,7 @@ Action add_train_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
   add_shape_flags(*cmd, args->flags);
-  cmd->add_option("--optimizer", args->optimizer,
-                  "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit (default adamw)")
-      ->check(CLI::IsMember({"sgd", "sgd-momentum", "adam", "adamw", "adafactor", "adam8bit"}));
-  cmd->add_option("--precision", args->precision, "fp32 | amp-fp16 | amp-bf16 | bf16 (default fp32)")
-      ->check(CLI::IsMember({"fp32", "amp-fp16", "amp-bf16", "bf16"}));
+  add_step_flags(*cmd, args->step_flags);
   cmd->add_option("--loss", args->loss, "cross-entropy | mse | none, over the graph's first output")
       ->check(CLI::IsMember({"cross-entropy", "mse", "none"}));
   cmd->add_option("--frozen", args->frozen, "Parameters whose name matches this regular expression are frozen");
@@ -39,8 +36,6 @@ Action add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"set-to-none", "zero"}));
   cmd->add_option("--step", args->step, "steady (optimizer states exist) | first (they are created)")
       ->check(CLI::IsMember({"steady", "first"}));
-  cmd->add_option("--device", args->device, "cuda | cpu: the kernels' own allocations differ (default cuda)")
-      ->check(CLI::IsMember({"cuda", "cpu"}));
   cmd->add_option("--foreach", args->foreach,
                   "on | off: the optimizer's multi-tensor implementation (default: on for cuda)")
       ->check(CLI::IsMember({"on", "off"}));
@@ -53,27 +48,15 @@ Action add_train_command(CLI::App& app) {
                   "Write the predicted step as a gpumem trace (replay it, or convert it for memory_viz)");
 
   return [args]() {
-    static const std::map<std::string, train::Optimizer> optimizers = {{"sgd", train::Optimizer::kSgd},
-                                                                       {"sgd-momentum", train::Optimizer::kSgdMomentum},
-                                                                       {"adam", train::Optimizer::kAdam},
-                                                                       {"adamw", train::Optimizer::kAdamW},
-                                                                       {"adafactor", train::Optimizer::kAdafactor},
-                                                                       {"adam8bit", train::Optimizer::kAdam8bit}};
-    static const std::map<std::string, train::Precision> precisions = {{"fp32", train::Precision::kFp32},
-                                                                       {"amp-fp16", train::Precision::kAmpFp16},
-                                                                       {"amp-bf16", train::Precision::kAmpBf16},
-                                                                       {"bf16", train::Precision::kBf16}};
     static const std::map<std::string, train::Loss> losses = {
         {"cross-entropy", train::Loss::kCrossEntropy}, {"mse", train::Loss::kMse}, {"none", train::Loss::kNone}};
     train::TrainOptions o;
     o.model = to_inspect_options(args->flags);
-    o.optimizer = optimizers.at(args->optimizer);
-    o.precision = precisions.at(args->precision);
+    apply_step_flags(args->step_flags, o);
     o.loss = losses.at(args->loss);
     o.frozen = args->frozen;
     o.grads_set_to_none = args->grads == "set-to-none";
     o.first_step = args->step == "first";
-    o.device = args->device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
     if (!args->foreach.empty()) o.foreach = args->foreach == "on";
     o.checkpoint = args->checkpoint;
     const train::TrainingStep step = train::predict_training_step(args->model, o);

@@ -121,13 +121,14 @@ class Simulator {
   TrainingStep& out_;
   std::vector<Phase> phase_of_time_;
   std::vector<std::string> op_of_time_;
-  std::vector<int> time_of_op_;      // forward time per op
-  std::vector<int> backward_time_;   // per op, kNever when it has no backward
-  std::vector<int> segment_of_;      // per op: its checkpointed segment, -1 none
-  std::vector<int> recompute_time_;  // per op in a segment: when backward recomputes it
-  std::vector<int> producer_;        // per value: the op that produces it, -1 none
-  std::vector<int> segment_end_;     // per segment: the time its backward ends
-  std::vector<int> recompute_end_;   // per segment: its last recomputation time
+  std::vector<int> time_of_op_;                     // forward time per op
+  std::vector<int> backward_time_;                  // per op, kNever when it has no backward
+  std::vector<int> segment_of_;                     // per op: its checkpointed segment, -1 none
+  std::vector<int> recompute_time_;                 // per op in a segment: when backward recomputes it
+  std::vector<int> producer_;                       // per value: the op that produces it, -1 none
+  std::vector<int> segment_end_;                    // per segment: the time its backward ends
+  std::vector<int> recompute_end_;                  // per segment: its last recomputation time
+  std::vector<std::vector<int>> read_in_segments_;  // see note_readers()
   int last_backward_time_ = 0;
   std::vector<OpRule> rules_;
   std::vector<int> storage_;  // per value: its allocation index, -1 none
@@ -422,6 +423,7 @@ class Simulator {
       }
       run_op(k, time_of_op_[k], checkpointed ? kNever : backward_time_[k]);
     }
+    note_readers();
     // Recomputation, in the backward pass: the segment's ops run again and
     // keep what their backward needs. The recomputed outputs stay until the
     // segment's backward is over (CheckpointFunction holds them).
@@ -443,13 +445,23 @@ class Simulator {
 
   // Whether `value`, made in `segment`, is read by an op outside it.
   bool leaves_segment(int value, int segment) const {
+    const auto& readers = read_in_segments_[static_cast<size_t>(root(value))];
+    return std::any_of(readers.begin(), readers.end(), [&](int s) { return s != segment; });
+  }
+
+  // Per storage root (once the forward pass has set in-place aliases): the
+  // segments (-1: none) of the ops that read it.
+  void note_readers() {
+    read_in_segments_.assign(g_.values.size(), {});
     for (size_t k = 0; k < g_.ops.size(); ++k) {
-      if (segment_of_[k] == segment) continue;
       for (int in : g_.ops[k].inputs) {
-        if (in >= 0 && root(in) == root(value)) return true;
+        if (in < 0) continue;
+        auto& segments = read_in_segments_[static_cast<size_t>(root(in))];
+        if (std::find(segments.begin(), segments.end(), segment_of_[k]) == segments.end()) {
+          segments.push_back(segment_of_[k]);
+        }
       }
     }
-    return false;
   }
 
   bool produced_in_segment(int value, int segment) const {

@@ -7,6 +7,8 @@
 // change some nibbles.
 #include "gpumem/weights/quantize.h"
 
+#include "gpumem/weights/gguf.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -446,28 +448,17 @@ uint16_t fp32_to_bf16(float f) {
 
 float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
-size_t block_elements(GgmlTypeId type) {
-  switch (type) {
-    case GgmlTypeId::kQ8_0:
-    case GgmlTypeId::kQ4_0: return kBlock;
-    case GgmlTypeId::kQ4_K:
-    case GgmlTypeId::kQ6_K: return kSuper;
-    default: return 1;
-  }
+// Block shapes come from the one table of ggml's types (gguf.h); the
+// codecs here handle the types GgmlTypeId lists.
+static const GgmlType& traits(GgmlTypeId type) {
+  const GgmlType* t = ggml_type(static_cast<uint32_t>(type));
+  if (!t) throw InputError("quantize: unsupported ggml type " + std::to_string(static_cast<uint32_t>(type)));
+  return *t;
 }
 
-size_t block_bytes(GgmlTypeId type) {
-  switch (type) {
-    case GgmlTypeId::kF32: return 4;
-    case GgmlTypeId::kF16:
-    case GgmlTypeId::kBF16: return 2;
-    case GgmlTypeId::kQ8_0: return kQ8Bytes;
-    case GgmlTypeId::kQ4_0: return kQ4Bytes;
-    case GgmlTypeId::kQ4_K: return kQ4KBytes;
-    case GgmlTypeId::kQ6_K: return kQ6KBytes;
-  }
-  throw InputError("quantize: unsupported ggml type " + std::to_string(static_cast<uint32_t>(type)));
-}
+size_t block_elements(GgmlTypeId type) { return traits(type).block_size; }
+
+size_t block_bytes(GgmlTypeId type) { return traits(type).type_size; }
 
 size_t quantized_size(GgmlTypeId type, size_t n) {
   const size_t per = block_elements(type);

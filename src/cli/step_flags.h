@@ -1,0 +1,24 @@
+#pragma once
+// The flags that describe a training step, shared by `train` and `fit`:
+// --optimizer, --precision, --device, with one table of names each.
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "gpumem/train/training_step.h"
+
+namespace gpumem::cli {
+
+struct StepFlags {
+  std::string optimizer = "adamw";
+  std::string precision = "fp32";
+  std::string device = "cuda";
+};
+
+// `precision_auto`: --precision also takes "auto" (fit).
+void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto = false);
+
+// Sets optimizer, precision ("auto" starts from fp32) and device.
+void apply_step_flags(const StepFlags& flags, train::TrainOptions& options);
+
+}  // namespace gpumem::cli
