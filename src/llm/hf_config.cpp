@@ -1,0 +1,174 @@
+// A Hugging Face config.json as an LlmModel, and the tensors of a
+// Llama-style decoder derived from its shape. Key names as transformers'
+// LlamaConfig / MistralConfig / Qwen2Config define them.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpumem/common/error.h"
+#include "llm/model_sources.h"
+
+namespace gpumem::llm {
+namespace {
+
+using nlohmann::json;
+
+class Config {
+ public:
+  Config(const std::string& text, std::string path) : path_(std::move(path)) {
+    try {
+      root_ = json::parse(text);
+    } catch (const json::parse_error& e) {
+      throw InputError(fmt::format("{}: byte {}: not JSON", printable(path_), e.byte));
+    }
+    if (!root_.is_object()) throw InputError(fmt::format("{}: not a JSON object", printable(path_)));
+    // Multimodal models (Llama 4, Gemma 3, ...) keep the decoder's keys in text_config.
+    if (root_.contains("text_config") && root_["text_config"].is_object()) text_ = &root_["text_config"];
+  }
+
+  const json* find(const std::string& key) const {
+    if (text_ != nullptr && text_->contains(key) && !(*text_)[key].is_null()) return &(*text_)[key];
+    if (root_.contains(key) && !root_[key].is_null()) return &root_[key];
+    return nullptr;
+  }
+  std::optional<uint64_t> number(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_unsigned())
+      throw InputError(fmt::format("{}: key {}: {} is not a whole number", printable(path_), key, v->dump()));
+    return v->get<uint64_t>();
+  }
+  uint64_t required(const std::string& key) const {
+    const auto v = number(key);
+    if (!v || *v == 0) throw InputError(fmt::format("{}: key {} is missing or zero", printable(path_), key));
+    return *v;
+  }
+  std::string text(const std::string& key, const std::string& otherwise) const {
+    const json* v = find(key);
+    return v != nullptr && v->is_string() ? v->get<std::string>() : otherwise;
+  }
+  std::optional<bool> flag(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr || !v->is_boolean()) return std::nullopt;
+    return v->get<bool>();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  json root_;
+  const json* text_ = nullptr;
+};
+
+std::string dtype_of_torch(const std::string& torch_dtype, const std::string& path) {
+  if (torch_dtype == "bfloat16") return "BF16";
+  if (torch_dtype == "float16" || torch_dtype == "half") return "F16";
+  if (torch_dtype == "float32" || torch_dtype == "float") return "F32";
+  throw InputError(fmt::format("{}: key torch_dtype: '{}' is not bfloat16, float16 or float32", printable(path),
+                               printable(torch_dtype)));
+}
+
+// Which layers slide. Newer configs list "layer_types"; Qwen2 turns the
+// window off with use_sliding_window and keeps the first max_window_layers
+// layers global.
+void read_sliding_window(const Config& c, const std::string& model_type, LlmModel& m) {
+  const auto window = c.number("sliding_window");
+  if (!window || *window == 0 || c.flag("use_sliding_window") == false) return;
+  m.sliding_window = *window;
+  if (const json* types = c.find("layer_types"); types != nullptr && types->is_array()) {
+    if (types->size() != m.n_layer)
+      throw InputError(fmt::format("{}: key layer_types has {} entries for {} layers", printable(c.path()),
+                                   types->size(), m.n_layer));
+    m.swa_layers.clear();
+    for (const auto& t : *types) m.swa_layers.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
+    return;
+  }
+  if (model_type == "qwen2" && c.number("max_window_layers")) {
+    m.swa_layers.assign(m.n_layer, false);
+    for (uint64_t i = *c.number("max_window_layers"); i < m.n_layer; ++i) m.swa_layers[i] = true;
+  }
+}
+
+}  // namespace
+
+LlmModel model_from_hf_config(const std::string& text, const std::string& path) {
+  const Config c(text, path);
+  LlmModel m;
+  m.source = path;
+  m.format = "config";
+  const std::string model_type = c.text("model_type", "llama");
+  m.architecture = model_type;
+  m.n_layer = static_cast<uint32_t>(c.required("num_hidden_layers"));
+  m.n_embd = c.required("hidden_size");
+  m.n_head = static_cast<uint32_t>(c.required("num_attention_heads"));
+  m.n_head_kv = static_cast<uint32_t>(c.number("num_key_value_heads").value_or(m.n_head));
+  m.n_ff = c.required("intermediate_size");
+  m.n_vocab = c.required("vocab_size");
+  m.n_ctx_train = c.number("max_position_embeddings").value_or(0);
+  m.head_dim_k = m.head_dim_v = c.number("head_dim").value_or(m.n_embd / m.n_head);
+  m.n_expert = static_cast<uint32_t>(c.number("num_local_experts").value_or(0));
+  m.n_expert_used = static_cast<uint32_t>(c.number("num_experts_per_tok").value_or(0));
+  if (m.n_layer > 100000 || m.n_head_kv == 0 || m.n_head_kv > m.n_head || m.n_head % m.n_head_kv != 0)
+    throw InputError(fmt::format("{}: {} attention heads and {} KV heads: not a grouped-query decoder", printable(path),
+                                 m.n_head, m.n_head_kv));
+  read_sliding_window(c, model_type, m);
+  // PretrainedConfig ties by default; the Llama, Mistral and Qwen2 families
+  // set it to false.
+  const bool untied_family = model_type == "llama" || model_type == "mistral" || model_type == "mixtral" ||
+                             model_type == "qwen2" || model_type == "qwen3";
+  m.tied_embeddings = c.flag("tie_word_embeddings").value_or(!untied_family);
+  const std::string dtype = dtype_of_torch(c.text("torch_dtype", c.text("dtype", "bfloat16")), path);
+  const bool qkv_bias = model_type == "qwen2" || c.flag("attention_bias").value_or(false);
+  m.tensors = decoder_tensors(m, dtype, dtype, qkv_bias);
+  m.weight_dtype = dtype;
+  return m;
+}
+
+std::vector<LlmTensor> decoder_tensors(const LlmModel& s, const std::string& matrix_dtype,
+                                       const std::string& vector_dtype, bool qkv_bias) {
+  std::vector<LlmTensor> out;
+  auto add = [&](std::string name, std::vector<uint64_t> ne, int layer) {
+    const bool matrix = ne.size() >= 2;
+    std::string dtype = matrix ? matrix_dtype : vector_dtype;
+    uint64_t rows = 1;
+    for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+    auto bytes = dtype_bytes(dtype, ne[0], rows);
+    if (!bytes) {
+      dtype = "F16";
+      bytes = dtype_bytes(dtype, ne[0], rows);
+    }
+    out.push_back({std::move(name), std::move(ne), dtype, *bytes, layer});
+  };
+  const uint64_t q = uint64_t{s.n_head} * s.head_dim_k, k = uint64_t{s.n_head_kv} * s.head_dim_k;
+  const uint64_t v = uint64_t{s.n_head_kv} * s.head_dim_v, o = uint64_t{s.n_head} * s.head_dim_v;
+  add("token_embd.weight", {s.n_embd, s.n_vocab}, -1);
+  for (uint32_t i = 0; i < s.n_layer; ++i) {
+    const std::string b = fmt::format("blk.{}.", i);
+    const int l = static_cast<int>(i);
+    add(b + "attn_norm.weight", {s.n_embd}, l);
+    add(b + "attn_q.weight", {s.n_embd, q}, l);
+    add(b + "attn_k.weight", {s.n_embd, k}, l);
+    add(b + "attn_v.weight", {s.n_embd, v}, l);
+    if (qkv_bias) {
+      add(b + "attn_q.bias", {q}, l);
+      add(b + "attn_k.bias", {k}, l);
+      add(b + "attn_v.bias", {v}, l);
+    }
+    add(b + "attn_output.weight", {o, s.n_embd}, l);
+    add(b + "ffn_norm.weight", {s.n_embd}, l);
+    if (s.n_expert > 0) {
+      add(b + "ffn_gate_inp.weight", {s.n_embd, s.n_expert}, l);
+      add(b + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, s.n_expert}, l);
+      add(b + "ffn_up_exps.weight", {s.n_embd, s.n_ff, s.n_expert}, l);
+      add(b + "ffn_down_exps.weight", {s.n_ff, s.n_embd, s.n_expert}, l);
+    } else {
+      add(b + "ffn_gate.weight", {s.n_embd, s.n_ff}, l);
+      add(b + "ffn_up.weight", {s.n_embd, s.n_ff}, l);
+      add(b + "ffn_down.weight", {s.n_ff, s.n_embd}, l);
+    }
+  }
+  add("output_norm.weight", {s.n_embd}, -1);
+  if (!s.tied_embeddings) add("output.weight", {s.n_embd, s.n_vocab}, -1);
+  return out;
+}
+
+}  // namespace gpumem::llm

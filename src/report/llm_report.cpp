@@ -1,0 +1,223 @@
+#include "gpumem/report/llm_report.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "gpumem/common/units.h"
+
+namespace gpumem {
+namespace {
+
+using llm::GpuMemory;
+using llm::LlmPlan;
+
+std::string kv_element(const llm::KvType& t) {
+  if (t.block_values == 1) return fmt::format("{} B", t.block_bytes);
+  return fmt::format("{}/{} B", t.block_bytes, t.block_values);
+}
+
+// "32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 B".
+std::string kv_formula(const LlmPlan& p) {
+  const auto& m = p.model;
+  if (m.head_dim_k == m.head_dim_v) {
+    return fmt::format("{} layers x {} KV heads x {} dims x 2 (K and V) x {}", m.n_layer, m.n_head_kv, m.head_dim_k,
+                       kv_element(p.kv_type));
+  }
+  return fmt::format("{} layers x {} KV heads x ({} + {} dims) x {}", m.n_layer, m.n_head_kv, m.head_dim_k,
+                     m.head_dim_v, kv_element(p.kv_type));
+}
+
+std::string verdict(uint64_t need, uint64_t have) {
+  if (need <= have) return fmt::format("FITS, {} free", format_bytes(have - need));
+  return fmt::format("DOES NOT FIT, {} short", format_bytes(need - have));
+}
+
+std::string by_dtype(const llm::LlmModel& m) {
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& t : m.tensors) bytes[t.dtype] += t.bytes;
+  std::string out;
+  for (const auto& [dtype, b] : bytes) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", dtype, format_bytes(b));
+  return out;
+}
+
+std::string gpu_line(const GpuMemory& g) {
+  return fmt::format("weights {} + KV {} + activations {} + overhead {}{} = {}", format_bytes(g.weights_bytes),
+                     format_bytes(g.kv_bytes), format_bytes(g.activation_bytes), format_bytes(g.overhead_bytes),
+                     g.other_bytes ? " + staging " + format_bytes(g.other_bytes) : "", format_bytes(g.total()));
+}
+
+}  // namespace
+
+std::string render_llm_text(const LlmPlan& p) {
+  const auto& m = p.model;
+  const auto& r = p.request;
+  std::string out;
+  auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
+  line(fmt::format("Model       {} ({}, {})", m.source, m.format, m.architecture));
+  line(fmt::format("            {} layers, {} embd, {} heads ({} KV heads x {} dims), {} ff, {} vocab{}{}", m.n_layer,
+                   m.n_embd, m.n_head, m.n_head_kv, m.head_dim_k, m.n_ff, format_count(m.n_vocab),
+                   m.n_ctx_train ? fmt::format(", trained at {} tokens", format_count(m.n_ctx_train)) : "",
+                   m.tied_embeddings ? ", tied embeddings" : ""));
+  if (m.sliding_window > 0) {
+    line(fmt::format("            sliding window of {} tokens on {} of {} layers", format_count(m.sliding_window),
+                     p.kv.windowed_layers, m.n_layer));
+  }
+  line(fmt::format("Request     {} tokens x {} sequence{}, forwards of {} tokens, KV {}, flash attention {}, {} x {}",
+                   format_count(p.context), r.batch, r.batch == 1 ? "" : "s", r.ubatch, p.kv_type.name,
+                   r.flash_attention ? "on" : "off", r.gpus, format_bytes(r.gpu_bytes)));
+  line();
+  line(fmt::format("Weights     {:>11}  {} parameters: {}", format_bytes(m.weight_bytes()),
+                   format_count(m.parameters()), by_dtype(m)));
+  line(fmt::format("KV cache    {:>11}  {} per token = {}", format_bytes(p.kv.bytes),
+                   format_bytes(p.kv.bytes_per_token), kv_formula(p)));
+  line(fmt::format("                         x {} tokens x {} sequence{}{}", format_count(p.context), r.batch,
+                   r.batch == 1 ? "" : "s",
+                   p.kv.windowed_layers ? fmt::format(" ({} windowed layers keep at most {} tokens)",
+                                                      p.kv.windowed_layers, format_count(m.sliding_window))
+                                        : ""));
+  line(fmt::format("Activations {:>11}  one forward's peak, at the {} stage:", format_bytes(p.forward.bytes),
+                   p.forward.stage));
+  for (const auto& t : p.forward.terms) {
+    line(fmt::format("              {:>11}  {} = {}", format_bytes(t.bytes), t.name, t.formula));
+  }
+  line(fmt::format("Overhead    {:>11}  CUDA context and runtime (a stated constant; --overhead)",
+                   format_bytes(r.overhead_bytes)));
+  line(fmt::format("Total       {:>11}  on one GPU of {}: {}", format_bytes(p.single.total()),
+                   format_bytes(r.gpu_bytes), verdict(p.single.total(), r.gpu_bytes)));
+  if (p.multi) {
+    const auto& mg = *p.multi;
+    line();
+    if (mg.tensor_parallel_valid) {
+      line(fmt::format("Tensor parallel x{}  per GPU: {}: {}", mg.gpus, gpu_line(mg.tensor_parallel),
+                       verdict(mg.tensor_parallel.total(), r.gpu_bytes)));
+    } else {
+      line(fmt::format("Tensor parallel x{}  not possible: {} heads do not divide by {}", mg.gpus, m.n_head, mg.gpus));
+    }
+    for (size_t g = 0; g < mg.pipeline.size(); ++g) {
+      line(fmt::format("Pipeline GPU {}  {} layers: {}: {}", g, mg.pipeline_layers[g], gpu_line(mg.pipeline[g]),
+                       verdict(mg.pipeline[g].total(), r.gpu_bytes)));
+    }
+  }
+  line();
+  const std::string placement = r.gpus == 1                      ? ""
+                                : p.multi->tensor_parallel_valid ? " (tensor parallel)"
+                                                                 : " (pipeline)";
+  if (p.max_context == 0) {
+    line(fmt::format("Longest context   none fits at {} sequence{}{}", r.batch, r.batch == 1 ? "" : "s", placement));
+  } else {
+    line(fmt::format("Longest context   {} tokens per sequence at {} sequence{}{}{}", format_count(p.max_context),
+                     r.batch, r.batch == 1 ? "" : "s", placement,
+                     p.max_context_capped ? ": the model's training context, memory allows more" : ""));
+  }
+  line(fmt::format("Largest batch     {} sequence{} of {} tokens{}", format_count(p.max_batch),
+                   p.max_batch == 1 ? "" : "s", format_count(p.context), placement));
+  const auto& o = p.offload;
+  if (!o.fits) {
+    line("GPU layers        none: activations and overhead alone do not fit");
+  } else {
+    line(fmt::format("GPU layers        {} of {} (llama.cpp -ngl {}){}: {}", o.gpu_layers, m.n_layer,
+                     o.gpu_layers == m.n_layer ? o.gpu_layers + 1 : o.gpu_layers,
+                     o.gpu_layers == m.n_layer ? ", output layer too" : "", gpu_line(o.gpu)));
+    line(fmt::format("                  host memory holds {} (the token embeddings{})", format_bytes(o.host_bytes),
+                     o.gpu_layers == m.n_layer ? "" : ", the other layers and their KV cache"));
+  }
+  const auto& s = p.streaming;
+  if (!s.possible) {
+    line("Streaming         none: the KV cache, activations and staging buffers alone do not fit");
+  } else if (s.streamed_layers == 0) {
+    line("Streaming         not needed: every layer stays on the GPU");
+  } else {
+    line(fmt::format("Streaming         {} layers resident, {} streamed from pinned memory through 2 x {} staging",
+                     s.resident_layers, s.streamed_layers, format_bytes(s.staging_bytes / 2)));
+    line(fmt::format("                  {} per token at {:.1f} GB/s: {:.1f} ms per token, at most {:.1f} tokens/s",
+                     format_bytes(s.streamed_bytes_per_token), r.pcie_bytes_per_second / 1e9, s.seconds_per_token * 1e3,
+                     1.0 / s.seconds_per_token));
+  }
+  return out;
+}
+
+nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
+  using json = nlohmann::ordered_json;
+  const auto& m = p.model;
+  const auto& r = p.request;
+  auto gpu = [](const GpuMemory& g) {
+    return json{{"weights_bytes", g.weights_bytes},       {"kv_bytes", g.kv_bytes},
+                {"activation_bytes", g.activation_bytes}, {"overhead_bytes", g.overhead_bytes},
+                {"other_bytes", g.other_bytes},           {"total_bytes", g.total()}};
+  };
+  json doc;
+  doc["schema_version"] = kLlmSchemaVersion;
+  doc["model"] = {{"source", m.source},
+                  {"format", m.format},
+                  {"architecture", m.architecture},
+                  {"layers", m.n_layer},
+                  {"embedding", m.n_embd},
+                  {"heads", m.n_head},
+                  {"kv_heads", m.n_head_kv},
+                  {"head_dim_k", m.head_dim_k},
+                  {"head_dim_v", m.head_dim_v},
+                  {"feed_forward", m.n_ff},
+                  {"vocab", m.n_vocab},
+                  {"training_context", m.n_ctx_train},
+                  {"sliding_window", m.sliding_window},
+                  {"tied_embeddings", m.tied_embeddings},
+                  {"parameters", m.parameters()},
+                  {"weight_dtype", m.weight_dtype}};
+  doc["request"] = {{"context", p.context},
+                    {"batch", r.batch},
+                    {"ubatch", r.ubatch},
+                    {"gpu_bytes", r.gpu_bytes},
+                    {"gpus", r.gpus},
+                    {"quant", r.quant},
+                    {"kv_dtype", p.kv_type.name},
+                    {"flash_attention", r.flash_attention},
+                    {"pcie_bytes_per_second", r.pcie_bytes_per_second}};
+  doc["fits"] = p.fits;
+  doc["weights_bytes"] = m.weight_bytes();
+  doc["kv_bytes_per_token"] = p.kv.bytes_per_token;
+  doc["kv_bytes"] = p.kv.bytes;
+  doc["activation_bytes"] = p.forward.bytes;
+  doc["overhead_bytes"] = r.overhead_bytes;
+  doc["total_bytes"] = p.single.total();
+  doc["max_context"] = p.max_context;
+  doc["max_context_capped"] = p.max_context_capped;
+  doc["max_batch"] = p.max_batch;
+  doc["gpu_layers"] = p.offload.fits ? json(p.offload.gpu_layers) : json(nullptr);
+  json terms = json::array();
+  for (const auto& t : p.forward.terms) terms.push_back({{"name", t.name}, {"formula", t.formula}, {"bytes", t.bytes}});
+  doc["kv"] = {{"k_bytes", p.kv.k_bytes}, {"v_bytes", p.kv.v_bytes}, {"windowed_layers", p.kv.windowed_layers}};
+  doc["activation"] = {{"stage", p.forward.stage}, {"terms", terms}};
+  doc["offload"] = {{"gpu_layers", p.offload.gpu_layers},
+                    {"fits", p.offload.fits},
+                    {"gpu", gpu(p.offload.gpu)},
+                    {"host_bytes", p.offload.host_bytes}};
+  const auto& s = p.streaming;
+  doc["streaming"] = {{"possible", s.possible},
+                      {"resident_layers", s.resident_layers},
+                      {"streamed_layers", s.streamed_layers},
+                      {"staging_bytes", s.staging_bytes},
+                      {"streamed_bytes_per_token", s.streamed_bytes_per_token},
+                      {"seconds_per_token", s.seconds_per_token},
+                      {"gpu", gpu(s.gpu)}};
+  if (p.multi) {
+    const auto& mg = *p.multi;
+    json stages = json::array();
+    for (size_t g = 0; g < mg.pipeline.size(); ++g) {
+      json stage = gpu(mg.pipeline[g]);
+      stage["layers"] = mg.pipeline_layers[g];
+      stages.push_back(stage);
+    }
+    doc["multi_gpu"] = {{"gpus", mg.gpus},
+                        {"tensor_parallel",
+                         {{"valid", mg.tensor_parallel_valid},
+                          {"fits", mg.tensor_parallel_fits},
+                          {"per_gpu", gpu(mg.tensor_parallel)}}},
+                        {"pipeline", {{"fits", mg.pipeline_fits}, {"stages", stages}}}};
+  } else {
+    doc["multi_gpu"] = nullptr;
+  }
+  return doc;
+}
+
+}  // namespace gpumem
