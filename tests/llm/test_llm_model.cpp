@@ -1,0 +1,129 @@
+// Models from Hugging Face configs and GGUF files: published parameter
+// counts, KV bytes per token and llama.cpp's own model buffer recomputed.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "gpumem/common/error.h"
+#include "gpumem/llm/llm_fit.h"
+#include "gpumem/llm/llm_model.h"
+#include "gpumem/weights/gguf.h"
+#include "test_paths.h"
+
+namespace gpumem::llm {
+namespace {
+
+std::string config_path(const std::string& name) {
+  return (test::source_dir() / "tests" / "data" / "llm" / "configs" / (name + ".json")).string();
+}
+
+LlmModel config(const std::string& name) { return load_llm_model(config_path(name)); }
+
+uint64_t kv_per_token(const LlmModel& m, const std::string& type = "f16") {
+  return kv_cache(m, kv_type(type), 1).bytes_per_token;
+}
+
+TEST(LlmModel, PublishedParameterCountsFromTheirConfigs) {
+  // Meta's model card: 8,030,261,248 parameters for Llama 3 8B.
+  EXPECT_EQ(config("meta-llama-3-8b").parameters(), 8'030'261'248u);
+  // transformers' count for Llama-2-7b-hf and Mistral-7B-v0.1.
+  EXPECT_EQ(config("llama-2-7b").parameters(), 6'738'415'616u);
+  EXPECT_EQ(config("mistral-7b-v0.1").parameters(), 7'241'732'096u);
+  // Qwen2 has q, k and v biases: 14.77 B.
+  EXPECT_EQ(config("deepseek-r1-distill-qwen-14b").parameters(), 14'770'033'664u);
+}
+
+TEST(LlmModel, KvBytesPerTokenFollowGroupedQueryAttention) {
+  // 32 layers x 8 KV heads x 128 dims x 2 x 2 B = 128 KiB: the published figure.
+  EXPECT_EQ(kv_per_token(config("meta-llama-3-8b")), 131'072u);
+  // Llama 2 7B has as many KV heads as heads: four times that.
+  EXPECT_EQ(kv_per_token(config("llama-2-7b")), 524'288u);
+  // q8_0 rows: 1024 values in 32 blocks of 34 bytes.
+  EXPECT_EQ(kv_per_token(config("meta-llama-3-8b"), "q8_0"), 32u * 2 * 1024 / 32 * 34);
+  EXPECT_EQ(kv_per_token(config("meta-llama-3-8b"), "fp8"), 65'536u);
+}
+
+TEST(LlmModel, SlidingWindowsCapTheCacheWhereTheyApply) {
+  const LlmModel mistral = config("mistral-7b-v0.1");
+  EXPECT_EQ(mistral.sliding_window, 4096u);
+  const KvCache at_32k = kv_cache(mistral, kv_type("f16"), 32768);
+  EXPECT_EQ(at_32k.windowed_layers, 32u);
+  EXPECT_EQ(at_32k.bytes, 4096u * 131'072u);
+  EXPECT_EQ(kv_cache(mistral, kv_type("f16"), 1000).bytes, 1000u * 131'072u);
+  // Qwen2 turns its window off with use_sliding_window: false.
+  const LlmModel qwen = config("deepseek-r1-distill-qwen-14b");
+  EXPECT_EQ(qwen.sliding_window, 0u);
+  EXPECT_EQ(kv_cache(qwen, kv_type("f16"), 200000).bytes, 200000ull * 48 * 8 * 128 * 2 * 2);
+}
+
+TEST(LlmModel, LayerTypesSayWhichLayersSlide) {
+  const std::string text = R"({"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+    "sliding_window": 16, "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+    "full_attention"]})";
+  const LlmModel m = model_from_hf_config(text, "config.json");
+  const KvCache kv = kv_cache(m, kv_type("f16"), 100);
+  EXPECT_EQ(kv.windowed_layers, 2u);
+  EXPECT_EQ(kv.bytes, (2u * 16 + 2u * 100) * 2 * 128 * 2);
+}
+
+// A GGUF file shaped like Llama 3.1 8B at F16, as llama.cpp's convert script
+// writes it (norms F32, the rope_freqs table), with holes for data.
+std::string write_llama31_gguf(const std::string& path) {
+  LlmModel shape = config("meta-llama-3-8b");
+  weights::GgufContents c;
+  auto u32 = [&](const std::string& k, uint32_t v) { c.metadata.push_back({k, weights::GgufValue::u32(v)}); };
+  c.metadata.push_back({"general.architecture", weights::GgufValue::string("llama")});
+  u32("llama.block_count", 32);
+  u32("llama.context_length", 131072);
+  u32("llama.embedding_length", 4096);
+  u32("llama.feed_forward_length", 14336);
+  u32("llama.attention.head_count", 32);
+  u32("llama.attention.head_count_kv", 8);
+  for (const auto& t : decoder_tensors(shape, "F16", "F32", false)) {
+    const uint32_t type = t.dtype == "F16" ? 1 : 0;
+    c.tensors.push_back({t.name, type, t.shape, {}});
+  }
+  c.tensors.push_back({"rope_freqs.weight", 0, {64}, {}});
+  weights::write_gguf_sparse(path, c);
+  return path;
+}
+
+TEST(LlmModel, AGgufFileGivesLlamaCppsOwnModelBuffer) {
+  const std::string path = write_llama31_gguf(testing::TempDir() + "llama31_8b_f16.gguf");
+  const LlmModel m = load_llm_model(path);
+  EXPECT_EQ(m.format, "gguf");
+  EXPECT_EQ(m.n_layer, 32u);
+  EXPECT_EQ(m.n_head_kv, 8u);
+  EXPECT_EQ(m.n_vocab, 128256u);
+  EXPECT_EQ(m.n_ctx_train, 131072u);
+  EXPECT_FALSE(m.tied_embeddings);
+  // llama.cpp logged "CPU_Mapped model buffer size = 15317.02 MiB" loading
+  // Llama 3.1 8B F16 (ollama/ollama#8361).
+  EXPECT_EQ(fmt::format("{:.2f}", m.weight_bytes() / 1048576.0), "15317.02");
+  EXPECT_EQ(kv_per_token(m), 131'072u);
+  std::filesystem::remove(path);
+}
+
+TEST(LlmModel, BadConfigsNameTheFileAndTheKey) {
+  EXPECT_THROW(
+      {
+        try {
+          model_from_hf_config(R"({"num_hidden_layers": 2})", "cfg.json");
+        } catch (const InputError& e) {
+          EXPECT_STREQ(e.what(), "cfg.json: key hidden_size is missing or zero");
+          throw;
+        }
+      },
+      InputError);
+  EXPECT_THROW(model_from_hf_config("{", "cfg.json"), InputError);
+  EXPECT_THROW(model_from_hf_config(R"({"num_hidden_layers": -3})", "cfg.json"), InputError);
+  const std::string bad_heads = R"({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+    "num_key_value_heads": 3, "intermediate_size": 8, "vocab_size": 10})";
+  EXPECT_THROW(model_from_hf_config(bad_heads, "cfg.json"), InputError);
+  EXPECT_THROW(load_llm_model("/nonexistent/model.gguf"), InputError);
+}
+
+}  // namespace
+}  // namespace gpumem::llm
