@@ -1,0 +1,59 @@
+// `gpumem llm` as users run it: a config.json or a GGUF file, a GPU size.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "test_paths.h"
+
+namespace {
+
+using gpumem::test::CliRun;
+using gpumem::test::run;
+
+std::string config(const std::string& name) {
+  return (gpumem::test::source_dir() / "tests" / "data" / "llm" / "configs" / (name + ".json")).string();
+}
+
+TEST(CliLlm, EveryFigureIsExplainedOnItsLine) {
+  const CliRun r = run("llm " + config("meta-llama-3-8b") + " --context 8192 --gpu 24GiB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* expected :
+       {"8,030,261,248 parameters: BF16 14.96 GiB",
+        "KV cache       1.00 GiB  128.00 KiB per token = 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 B",
+        "logits = 128256 vocab x 512 outputs x 4 B", "CUDA context and runtime", "FITS", "Longest context",
+        "Largest batch", "GPU layers        32 of 32 (llama.cpp -ngl 33)"}) {
+    EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
+  }
+}
+
+TEST(CliLlm, JsonHasTheIssuesFieldsAndExit3WhenItDoesNotFit) {
+  const CliRun r = run("llm " + config("meta-llama-3-8b") + " --gpu 8GiB --json");
+  EXPECT_EQ(r.code, 3) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  for (const char* key : {"fits", "weights_bytes", "kv_bytes_per_token", "kv_bytes", "activation_bytes",
+                          "overhead_bytes", "total_bytes", "max_context", "max_batch", "gpu_layers"}) {
+    EXPECT_TRUE(doc.contains(key)) << key;
+  }
+  EXPECT_EQ(doc["fits"], false);
+  EXPECT_EQ(doc["kv_bytes_per_token"], 131072);
+  EXPECT_EQ(doc["total_bytes"], doc["weights_bytes"].get<uint64_t>() + doc["kv_bytes"].get<uint64_t>() +
+                                    doc["activation_bytes"].get<uint64_t>() + doc["overhead_bytes"].get<uint64_t>());
+  EXPECT_GT(doc["gpu_layers"].get<int>(), 0);
+  EXPECT_LT(doc["gpu_layers"].get<int>(), 32);
+}
+
+TEST(CliLlm, BadInputGetsOneLineAndExit2) {
+  const CliRun missing = run("llm /nonexistent/config.json --gpu 24GiB");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_EQ(missing.err, "gpumem: error: /nonexistent/config.json: no such file or folder\n");
+  const CliRun kv = run("llm " + config("meta-llama-3-8b") + " --gpu 24GiB --kv-dtype int3");
+  EXPECT_EQ(kv.code, 2);
+  EXPECT_NE(kv.err.find("--kv-dtype: 'int3' is not one of"), std::string::npos) << kv.err;
+  const CliRun gpu = run("llm " + config("meta-llama-3-8b") + " --gpu lots");
+  EXPECT_EQ(gpu.code, 2);
+  EXPECT_NE(gpu.err.find("--gpu"), std::string::npos) << gpu.err;
+}
+
+}  // namespace
