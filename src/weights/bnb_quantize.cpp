@@ -135,14 +135,13 @@ uint8_t dquantize8(const std::array<float, 256>& code, float x) {
     pivot += above ? i : -i;
     val = code[pivot];
   }
-  if (upper_pivot == 255) upper = code[upper_pivot];
-  if (lower_pivot == 0) lower = code[lower_pivot];
-  if (x > val) {
-    const float midpoint = (upper + val) * 0.5f;
-    return static_cast<uint8_t>(x > midpoint ? upper_pivot : pivot);
-  }
-  const float midpoint = (lower + val) * 0.5f;
-  return static_cast<uint8_t>(x < midpoint ? lower_pivot : pivot);
+  upper = upper_pivot == 255 ? code[upper_pivot] : upper;
+  lower = lower_pivot == 0 ? code[lower_pivot] : lower;
+  const float upper_mid = (upper + val) * 0.5f;
+  const float lower_mid = (lower + val) * 0.5f;
+  const int above = x > upper_mid ? upper_pivot : pivot;
+  const int below = x < lower_mid ? lower_pivot : pivot;
+  return static_cast<uint8_t>(x > val ? above : below);
 }
 
 size_t nf4_blocks(size_t n) { return (n + kNf4BlockSize - 1) / kNf4BlockSize; }
