@@ -23,11 +23,16 @@
 //   absmax - offset are quantized to 8 bits in blocks of 256 with
 //   bitsandbytes' signed dynamic map (create_dynamic_map) and an fp32
 //   absmax per 256 (the CUDA kernel's dQuantize: binary search, then the
-//   nearer neighbour by float midpoints). Dequantized: each block's absmax
-//   is map[code8] * absmax2 + offset, then as above.
+//   nearer neighbour by float midpoints; the search ends on an even index,
+//   so a value on a midpoint takes the even code). The offset is the
+//   float64 mean rounded to float32 (torch's float32 mean can differ in its
+//   last bit). Dequantized: each block's absmax is map[code8] * absmax2 +
+//   offset, then as above.
 // int8 per row: absmax = max |x| of the row; q = round-half-even(x *
 //   ((1 / absmax) * 127)); a row of zeros gives q = 0 and absmax 0.
 //   Dequantized: q * absmax * (1/127 as float), left to right.
+// Where bitsandbytes' float32 dequantization overflows (absmax near
+// FLT_MAX), so does this: the values come back infinite.
 #include <array>
 #include <cstddef>
 #include <cstdint>
