@@ -33,8 +33,9 @@ Rules (float32 throughout, each operation rounded once):
     absmax2, code8 = dQuantize<0>(dynamic map, d * inv2), the CUDA kernel's
     7-step binary search plus midpoint test. Dequantize: absmax' =
     map[code8] * absmax2 + offset (two roundings), then NF4[code] * absmax'.
-    The dynamic map is create_dynamic_map(signed=True, 7, 8) as float32 torch
-    computes it (linspace, means, scaling by 10^k), written to the file.
+    The dynamic map is create_dynamic_map(signed=True, 7, 8) with torch 2's
+    float32 linspace (see linspace_f32: torch 1.13's differs in 42 values by
+    an ulp or two), written to the file.
   int8 (int8_vectorwise_quant, threshold 0, default torch backend, which is
     the only one that takes float32 rows): absmax = max |x| of the row;
     scale = (1 / absmax) * 127 (torch's 127.0 / t is t.reciprocal() * 127);
@@ -109,22 +110,44 @@ THRESH = np.array([decimal_to_f32(t) for t in THRESH_DECIMALS], dtype=F32)
 assert all(decimal_to_f32(repr(float(c))) == c for c in NF4)
 
 
+def linspace_f32(start, end, steps):
+    # torch.linspace(start, end, steps) in float32 as torch 2 computes it on
+    # the CPU: a float32 step (end - start) / (steps - 1), each value
+    # accumulated in double (float's CPU accumulate type) from the nearer
+    # end, then rounded to float32. torch 1.13 (installed here) rounds each
+    # product to float32 instead, and 42 of the map's values come out 1 or 2
+    # ulps away; the torch 2 values are those that bitsandbytes' map is
+    # known by (the same 256 floats appear, dumped from bitsandbytes, in
+    # several public ports of it).
+    s, e = F32(start), F32(end)
+    step = F32((e - s) / F32(steps - 1))
+    half = steps // 2
+    out = []
+    for i in range(steps):
+        if i < half:
+            out.append(F32(float(s) + float(step) * i))
+        else:
+            out.append(F32(float(e) - float(step) * (steps - i - 1)))
+    return np.array(out, dtype=F32)
+
+
 def create_dynamic_map():
     # create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8):
     # for exponent i = 0..6, 2^i fraction values, the means of consecutive
-    # points of linspace(0.1, 1, 2^i + 1), scaled by 10^(i - 6), both signs;
-    # then 0 and 1, sorted. Float32 torch arithmetic, as bitsandbytes runs it.
+    # points of linspace(0.1, 1, 2^i + 1), scaled by 10^(i - 6) (a float32
+    # multiply), both signs; then 0 and 1, sorted.
     data = []
     for i in range(7):
-        boundaries = torch.linspace(0.1, 1, 2**i + 1, dtype=torch.float32)
-        means = (boundaries[:-1] + boundaries[1:]) / 2.0
-        data += ((10 ** (-6 + i)) * means).tolist()
-        data += (-(10 ** (-6 + i)) * means).tolist()
-    data.append(0)
-    data.append(1.0)
+        boundaries = linspace_f32(0.1, 1, 2**i + 1)
+        means = ((boundaries[:-1] + boundaries[1:]) / F32(2.0)).astype(F32)
+        scale = F32(10.0 ** (-6 + i))
+        data += list((scale * means).astype(F32))
+        data += list((-(scale * means)).astype(F32))
+    data.append(F32(0))
+    data.append(F32(1.0))
     assert len(data) == 256
     data.sort()
-    return torch.tensor(data, dtype=torch.float32).numpy()
+    return np.array(data, dtype=F32)
 
 
 DYN = create_dynamic_map()

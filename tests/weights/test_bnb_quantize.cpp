@@ -109,6 +109,10 @@ TEST(BnbQuantize, DynamicMapEqualsVectorsAndIsBitsandbytesShape) {
   EXPECT_EQ(std::count(map.begin(), map.end(), 0.0f), 1);
   EXPECT_EQ(std::count_if(map.begin(), map.end(), [](float x) { return x < 0; }), 127);
   EXPECT_NEAR(map[128], 5.5e-7, 1e-12);  // 1e-6 * (0.1 + 1) / 2, the smallest positive value
+  // torch 2's linspace (points accumulated in double) gives these; torch
+  // 1.13's would give -0.9789062142372131 and 0.4867187738418579.
+  EXPECT_EQ(map[1], -0.9789062738418579f);
+  EXPECT_EQ(map[218], 0.48671871423721313f);
 }
 
 TEST(BnbQuantize, Nf4ThresholdsAreTheTableMidpoints) {

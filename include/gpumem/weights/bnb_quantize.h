@@ -50,7 +50,7 @@ extern const std::array<float, 16> kNf4Code;
 // dQuantizeNF4's thresholds, increasing: code = how many of them x exceeds.
 extern const std::array<float, 15> kNf4Thresholds;
 // bitsandbytes' create_dynamic_map(signed=True, max_exponent_bits=7,
-// total_bits=8) as float32 torch computes it: 256 values, sorted, from
+// total_bits=8) as float32 torch 2 computes it: 256 values, sorted, from
 // -0.99296875 to 1.
 const std::array<float, 256>& bnb_dynamic_map();
 
