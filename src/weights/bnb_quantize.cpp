@@ -102,12 +102,12 @@ void check_finite_bits(int32_t abs_max_bits_value, const char* what) {
   if (abs_max_bits_value >= 0x7f800000) throw InputError(std::string(what) + ": a value is infinite or NaN");
 }
 
-// One block of 64 values (a short last block padded with zeros, which is
-// what the CUDA kernel loads there): its absmax and 32 bytes of codes.
 // 4 lanes: one SSE register on baseline x86-64 (and NEON on arm64).
 using Floats = float __attribute__((vector_size(16)));
 using Ints = int32_t __attribute__((vector_size(16)));
 
+// One block of 64 values (a short last block padded with zeros, which is
+// what the CUDA kernel loads there): its absmax and 32 bytes of codes.
 float quantize_nf4_block(const float* x, uint8_t* out) {
   const int32_t bits = abs_max_bits(x, kNf4BlockSize);
   check_finite_bits(bits, "quantize_nf4");
@@ -202,8 +202,8 @@ Nf4Quantized quantize_nf4(const float* data, size_t n, bool double_quant) {
     return q;
   }
   // The offset: bitsandbytes takes torch's float32 mean, whose last bit
-  // depends on the device's reduction order; this is the exact mean,
-  // accumulated in double and rounded once.
+  // depends on the device's reduction order; this one is accumulated in
+  // double, in order, and rounded to float once.
   double sum = 0;
   for (float a : absmax) sum += a;
   q.offset = blocks ? static_cast<float>(sum / static_cast<double>(blocks)) : 0.0f;
