@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/weights/bnb_quantize.h"
 #include "gpumem/weights/quantize.h"
 
 namespace {
@@ -40,5 +41,29 @@ BENCHMARK_CAPTURE(BM_Quantize, q4_K, GgmlTypeId::kQ4_K)->Unit(benchmark::kMillis
 BENCHMARK_CAPTURE(BM_Quantize, q6_K, GgmlTypeId::kQ6_K)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Quantize, f16, GgmlTypeId::kF16)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Quantize, bf16, GgmlTypeId::kBF16)->Unit(benchmark::kMillisecond);
+
+// bitsandbytes' formats (bnb_quantize.h): NF4 with and without double
+// quantization, and int8 with one absmax per row of 4096.
+void BM_QuantizeNf4(benchmark::State& state, bool double_quant) {
+  const auto& x = input();
+  for (auto _ : state) {
+    auto q = gpumem::weights::quantize_nf4(x.data(), x.size(), double_quant);
+    benchmark::DoNotOptimize(q.packed.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(x.size() * sizeof(float)));
+}
+BENCHMARK_CAPTURE(BM_QuantizeNf4, nf4, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_QuantizeNf4, nf4_double_quant, true)->Unit(benchmark::kMillisecond);
+
+void BM_QuantizeInt8Rowwise(benchmark::State& state) {
+  const auto& x = input();
+  constexpr size_t kCols = 4096;
+  for (auto _ : state) {
+    auto q = gpumem::weights::quantize_int8_rowwise(x.data(), x.size() / kCols, kCols);
+    benchmark::DoNotOptimize(q.q.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(x.size() * sizeof(float)));
+}
+BENCHMARK(BM_QuantizeInt8Rowwise)->Unit(benchmark::kMillisecond);
 
 }  // namespace
