@@ -224,9 +224,11 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
     return largest_total(sizer.pipeline(context, batch, n));
   };
   p.fits = need(p.context, request.batch) <= gpu;
-  const uint64_t cap = m.n_ctx_train != 0 ? m.n_ctx_train : kMaxSearchedContext;
+  // The search stops at the training context, or at the context asked
+  // for when that is longer.
+  const uint64_t cap = m.n_ctx_train != 0 ? std::max(m.n_ctx_train, p.context) : kMaxSearchedContext;
   p.max_context = largest(1, cap, [&](uint64_t c) { return need(c, request.batch) <= gpu; });
-  p.max_context_capped = p.max_context == cap && m.n_ctx_train != 0;
+  p.max_context_capped = p.max_context == cap && m.n_ctx_train != 0 && need(cap + 1, request.batch) <= gpu;
   p.max_batch = largest(1, kMaxSearchedBatch, [&](uint64_t b) { return need(p.context, b) <= gpu; });
 
   if (n > 1) {

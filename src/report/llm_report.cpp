@@ -66,6 +66,10 @@ std::string render_llm_text(const LlmPlan& p) {
   line(fmt::format("Request     {} tokens x {} sequence{}, forwards of {} tokens, KV {}, flash attention {}, {} x {}",
                    format_count(p.context), r.batch, r.batch == 1 ? "" : "s", r.ubatch, p.kv_type.name,
                    r.flash_attention ? "on" : "off", r.gpus, format_bytes(r.gpu_bytes)));
+  if (m.n_ctx_train != 0 && p.context > m.n_ctx_train) {
+    line(fmt::format("Note        {} tokens is past the {} the model was trained at", format_count(p.context),
+                     format_count(m.n_ctx_train)));
+  }
   line();
   line(fmt::format("Weights     {:>11}  {} parameters: {}", format_bytes(m.weight_bytes()),
                    format_count(m.parameters()), by_dtype(m)));
@@ -79,7 +83,7 @@ std::string render_llm_text(const LlmPlan& p) {
   line(fmt::format("Activations {:>11}  one forward's peak, at the {} stage:", format_bytes(p.forward.bytes),
                    p.forward.stage));
   for (const auto& t : p.forward.terms) {
-    line(fmt::format("              {:>11}  {} = {}", format_bytes(t.bytes), t.name, t.formula));
+    line(fmt::format("            {:>11}    {} = {}", format_bytes(t.bytes), t.name, t.formula));
   }
   line(fmt::format("Overhead    {:>11}  CUDA context and runtime (a stated constant; --overhead)",
                    format_bytes(r.overhead_bytes)));
@@ -108,7 +112,7 @@ std::string render_llm_text(const LlmPlan& p) {
   } else {
     line(fmt::format("Longest context   {} tokens per sequence at {} sequence{}{}{}", format_count(p.max_context),
                      r.batch, r.batch == 1 ? "" : "s", placement,
-                     p.max_context_capped ? ": the model's training context, memory allows more" : ""));
+                     p.max_context_capped ? ": where the search stops (the training context or --context); memory allows more" : ""));
   }
   line(fmt::format("Largest batch     {} sequence{} of {} tokens{}", format_count(p.max_batch),
                    p.max_batch == 1 ? "" : "s", format_count(p.context), placement));

@@ -93,7 +93,7 @@ struct LlmPlan {
   GpuMemory single;  // everything on one GPU
   bool fits = false;
   uint64_t max_context = 0;  // longest context per sequence that fits at `batch` (capped at the training context)
-  bool max_context_capped = false;  // limited by the model, not by memory
+  bool max_context_capped = false;  // the search stopped at max(training context, context); memory allows more
   uint64_t max_batch = 0;           // most sequences of `context` tokens that fit
   LayerOffload offload;
   StreamingPlan streaming;
