@@ -231,10 +231,21 @@ Converted convert(const std::vector<float>& values, uint64_t row, uint32_t type)
       const float* x = values.data() + first * row;
       const size_t n = (last - first) * row;
       parts[k] = quantize(id, x, n);
-      const std::vector<float> back = dequantize(id, parts[k], n);
-      const QuantError e = quantization_error(x, back.data(), n);
-      squares[k] = e.rmse * e.rmse * static_cast<double>(n);
-      maxima[k] = e.max_abs;
+      // The round trip a few rows at a time, so that it costs no second
+      // copy of the tensor.
+      const size_t row_bytes = quantized_size(id, row);
+      const size_t piece = std::max<size_t>(1, (size_t{1} << 16) / row);
+      for (size_t r = 0; r < last - first; r += piece) {
+        const size_t m = std::min(piece, last - first - r);
+        const std::vector<float> back =
+            dequantize(id, std::string_view(parts[k]).substr(r * row_bytes, m * row_bytes), m * row);
+        const float* original = x + r * row;
+        for (size_t i = 0; i < m * row; ++i) {
+          const double diff = std::fabs(static_cast<double>(original[i]) - back[i]);
+          squares[k] += diff * diff;
+          maxima[k] = std::max(maxima[k], diff);
+        }
+      }
     } catch (...) {
       errors[k] = std::current_exception();
     }

@@ -252,20 +252,11 @@ bool is_float(uint32_t type) { return type == kF32 || type == kF16 || type == kB
 }  // namespace
 
 const std::vector<QuantizeRecipe>& quantize_recipes() {
+  // docs/quantize.md's table says what each gives.
   static const std::vector<QuantizeRecipe> recipes = {
-      {"q8_0", kQ8_0, kFtypeQ8_0, true, "8.5 bits per weight: 32 int8 and an fp16 scale per block"},
-      {"q6_k", kQ6_K, kFtypeQ6_K, true,
-       "6.56 bits per weight: 256-value super-blocks; output.weight falls back to Q8_0 when its rows are not a "
-       "multiple of 256"},
-      {"q4_k_m", kQ4_K, kFtypeQ4_K_M, true,
-       "Q4_K, with output.weight and half of the attn_v and ffn_down tensors in Q6_K (llama.cpp's Q4_K_M)"},
-      {"q4_k", kQ4_K, kFtypeQ4_K_M, false,
-       "4.5 bits per weight: every quantizable tensor Q4_K (llama-quantize --pure Q4_K_M)"},
-      {"q4_0", kQ4_0, kFtypeQ4_0, true,
-       "4.5 bits per weight: 32 nibbles and an fp16 scale per block; output.weight in Q6_K"},
-      {"f16", kF16, kFtypeF16, false, "IEEE half precision"},
-      {"bf16", kBF16, kFtypeBF16, false, "bfloat16"},
-      {"f32", kF32, kFtypeAllF32, false, "single precision"},
+      {"q8_0", kQ8_0, kFtypeQ8_0, true},    {"q6_k", kQ6_K, kFtypeQ6_K, true},  {"q4_k_m", kQ4_K, kFtypeQ4_K_M, true},
+      {"q4_k", kQ4_K, kFtypeQ4_K_M, false}, {"q4_0", kQ4_0, kFtypeQ4_0, true},  {"f16", kF16, kFtypeF16, false},
+      {"bf16", kBF16, kFtypeBF16, false},   {"f32", kF32, kFtypeAllF32, false},
   };
   return recipes;
 }

@@ -15,11 +15,10 @@ namespace gpumem::weights {
 // What --type names: llama-quantize's file types that gpumem has the
 // codecs for, and `q4_k` (every quantizable tensor Q4_K).
 struct QuantizeRecipe {
-  std::string_view name;   // "q4_k_m"
-  uint32_t default_type;   // the ggml type most tensors get
-  uint32_t file_type;      // llama.cpp's LLAMA_FTYPE_*, written as general.file_type
-  bool mixture;            // llama.cpp raises some tensors (output.weight, attn_v, ffn_down) above the default
-  std::string_view about;  // one line for --help and the docs
+  std::string_view name;  // "q4_k_m"
+  uint32_t default_type;  // the ggml type most tensors get
+  uint32_t file_type;     // llama.cpp's LLAMA_FTYPE_*, written as general.file_type
+  bool mixture;           // llama.cpp raises some tensors (output.weight, attn_v, ffn_down) above the default
 };
 const std::vector<QuantizeRecipe>& quantize_recipes();
 // nullptr when unknown; the name is matched case-insensitively.
