@@ -158,6 +158,9 @@ void read_mapped(const std::string& path, Input& in) {
       in.hints.architecture = arch->second;
       in.hints.n_layer = integer_metadata(file.metadata, arch->second + ".block_count");
       in.hints.n_expert = integer_metadata(file.metadata, arch->second + ".expert_count");
+      const int heads = integer_metadata(file.metadata, arch->second + ".attention.head_count");
+      const int kv_heads = integer_metadata(file.metadata, arch->second + ".attention.head_count_kv");
+      in.hints.llama_70b = arch->second == "llama" && in.hints.n_layer == 80 && kv_heads > 0 && heads != kv_heads;
     }
   }
 }

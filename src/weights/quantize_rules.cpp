@@ -168,8 +168,7 @@ uint32_t mixture_type(State& qs, const TensorShape& t, Category category, const 
       new_type = kQ6_K;
       why = fmt::format("use_more_bits: attn_v {} of {}", qs.i_attention_wv, qs.n_attention_wv);
     }
-    // llama.cpp's LLM_TYPE_70B: Llama-2/3 70B have 80 layers.
-    if (hints.architecture == "llama" && hints.n_layer == 80 && new_type == kQ4_K) {
+    if (hints.llama_70b && new_type == kQ4_K) {
       new_type = kQ5_K;
       why = "70B model: attn_v";
     }

@@ -43,6 +43,9 @@ struct ModelHints {
   int n_layer = 0;           // {arch}.block_count, else the highest layer index + 1
   int n_expert = 0;          // {arch}.expert_count
   bool onnx = false;         // ONNX names its weights onnx::MatMul_12: no "ends in weight" rule
+  // llama.cpp's LLM_TYPE_70B: a Llama of 80 layers with grouped-query
+  // attention (llama.attention.head_count above head_count_kv).
+  bool llama_70b = false;
 };
 
 struct TypeChoice {
