@@ -355,6 +355,34 @@ TEST(CliQuantize, OnnxsOwnTestModelWithPyTorchsWeights) {
   std::remove(out.c_str());
 }
 
+TEST(CliQuantize, AShardedCheckpointThroughItsIndex) {
+  const auto tiny = tiny_llama();
+  const std::string dir = temp("sharded");
+  std::filesystem::create_directories(dir);
+  std::vector<w::TensorData> first(tiny.tensors.begin(), tiny.tensors.begin() + 20);
+  std::vector<w::TensorData> second(tiny.tensors.begin() + 20, tiny.tensors.end());
+  std::ofstream(dir + "/model-00001-of-00002.safetensors", std::ios::binary) << w::write_safetensors(first);
+  std::ofstream(dir + "/model-00002-of-00002.safetensors", std::ios::binary) << w::write_safetensors(second);
+  nlohmann::json index;
+  for (const auto& t : first) index["weight_map"][t.name] = "model-00001-of-00002.safetensors";
+  for (const auto& t : second) index["weight_map"][t.name] = "model-00002-of-00002.safetensors";
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+  const std::string out = temp("sharded.gguf");
+  const CliRun r = run("quantize " + dir + " " + out + " --type q8_0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["format"], "safetensors-sharded");
+  const auto types = read_back(out);
+  ASSERT_EQ(types.size(), tiny.tensors.size());
+  for (const auto& t : tiny.tensors) {
+    const auto& e = types.at(t.name);
+    if (e.dtype != "Q8_0") continue;
+    const auto& x = tiny.floats.at(t.name);
+    EXPECT_EQ(bytes_of(out, e), w::quantize(w::GgmlTypeId::kQ8_0, x.data(), x.size())) << t.name;
+  }
+  std::filesystem::remove_all(dir);
+  std::remove(out.c_str());
+}
+
 TEST(CliQuantize, BadInputsAreOneLineAndLeaveNoOutput) {
   const std::string out = temp("bad.gguf");
   const auto one_line = [&](const std::string& args, const std::string& part) {
@@ -380,6 +408,11 @@ TEST(CliQuantize, BadInputsAreOneLineAndLeaveNoOutput) {
   one_line("quantize " + good + " " + out + " --type q5_k", "'q5_k' is not one of");
   one_line("quantize " + good + " " + out + " --type q8_0 --keep '('", "--keep");
   one_line("quantize " + temp("missing.safetensors") + " " + out + " --type q8_0", "missing.safetensors");
+  {
+    const CliRun r = run("quantize " + good + " " + temp("no_such_dir") + "/out.gguf --type q8_0");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  }
   // An already quantized GGUF tensor is not requantized.
   w::GgufContents q;
   q.tensors.push_back({"blk.0.attn_q.weight", kQ8_0, {256, 4}, std::string(8 * 34 * 4, '\0')});
