@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -381,6 +382,22 @@ TEST(CliQuantize, AShardedCheckpointThroughItsIndex) {
   }
   std::filesystem::remove_all(dir);
   std::remove(out.c_str());
+}
+
+// llama.cpp's own llama_model_quantize on the same GGUF writes the same
+// tensors (but for the Q5_0 that gpumem writes as Q8_0): runs when
+// GPUMEM_LIBLLAMA names libllama (npm @node-llama-cpp/linux-x64,
+// bins/linux-x64/libllama.*.so) and cc and python3 are there.
+TEST(CliQuantize, SameTensorsAsLlamaCppsOwnQuantize) {
+  const char* lib = std::getenv("GPUMEM_LIBLLAMA");
+  if (!lib || !exists(lib)) GTEST_SKIP() << "GPUMEM_LIBLLAMA=PATH/libllama.so is not set";
+  const std::string src = GPUMEM_SOURCE_DIR, runner = temp("llama_quantize");
+  ASSERT_EQ(std::system(("cc -O1 -o " + runner + " " + src + "/tools/llama_quantize.c -ldl").c_str()), 0);
+  const std::string cmd = "python3 " + src + "/tools/llama_quantize_check.py " + lib + " " + runner + " " +
+                          GPUMEM_CLI_PATH + " " + src +
+                          "/tests/data/weights/tiny_llama.safetensors 4 q4_k_m q8_0 q4_0 q6_k f16 bf16 f32";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::remove(runner.c_str());
 }
 
 TEST(CliQuantize, BadInputsAreOneLineAndLeaveNoOutput) {
