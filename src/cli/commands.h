@@ -16,6 +16,7 @@ Action add_replay_command(CLI::App& app);
 Action add_train_command(CLI::App& app);
 Action add_fit_command(CLI::App& app);
 Action add_weights_command(CLI::App& app);
+Action add_quantize_command(CLI::App& app);
 Action add_llm_command(CLI::App& app);
 
 }  // namespace gpumem::cli

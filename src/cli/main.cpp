@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   const gpumem::cli::Action train = gpumem::cli::add_train_command(app);
   const gpumem::cli::Action fit = gpumem::cli::add_fit_command(app);
   const gpumem::cli::Action weights = gpumem::cli::add_weights_command(app);
+  const gpumem::cli::Action quantize = gpumem::cli::add_quantize_command(app);
   const gpumem::cli::Action llm = gpumem::cli::add_llm_command(app);
   try {
     app.parse(argc, argv);
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return train();
     if (app.got_subcommand("fit")) return fit();
     if (app.got_subcommand("weights")) return weights();
+    if (app.got_subcommand("quantize")) return quantize();
     if (app.got_subcommand("llm")) return llm();
   } catch (const gpumem::InputError& e) {
     std::fprintf(stderr, "gpumem: error: %s\n", e.what());

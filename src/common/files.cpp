@@ -1,15 +1,16 @@
 #include "gpumem/common/files.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -44,7 +45,8 @@ std::string read_file(const std::string& path, std::uint64_t max_bytes, std::str
       // The size only saves copies as the string grows; the loop counts.
       struct stat st {};
       if (::fstat(::fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-        data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), max_bytes)));
+        data.reserve(
+            static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), max_bytes)));
     }
     if (inflater) {
       inflater->feed(bytes, data);
@@ -54,53 +56,78 @@ std::string read_file(const std::string& path, std::uint64_t max_bytes, std::str
       data.append(bytes);
     }
   }
-  if (std::ferror(file.get())) throw InputError(fmt::format("{}: read error: {}", printable(path), std::strerror(errno)));
+  if (std::ferror(file.get()))
+    throw InputError(fmt::format("{}: read error: {}", printable(path), std::strerror(errno)));
   if (inflater) inflater->finish();
   *gzipped = inflater.has_value();
   return data;
 }
 
-void write_file_atomically(const std::string& path, std::string_view contents, std::uint64_t size) {
-  const std::filesystem::path target(path);
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  const std::filesystem::path target(path_);
   std::string name = ".";
   name += target.filename().string();
   name += ".XXXXXX";
   const std::filesystem::path dir = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
-  std::string tmp = (dir / name).string();
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) throw InputError("cannot write " + path + ": " + std::strerror(errno));
+  tmp_ = (dir / name).string();
+  fd_ = mkstemp(tmp_.data());
+  if (fd_ < 0) {
+    tmp_.clear();
+    throw InputError("cannot write " + path_ + ": " + std::strerror(errno));
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) std::remove(tmp_.c_str());
+}
+
+void AtomicFileWriter::fail(const std::string& why) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  std::remove(tmp_.c_str());
+  tmp_.clear();
+  throw InputError("cannot write " + path_ + ": " + why);
+}
+
+void AtomicFileWriter::write(std::string_view bytes) {
+  if (fd_ < 0) fail("the file is already closed");
   size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      std::remove(tmp.c_str());
-      throw InputError("cannot write " + path + ": " + why);
+      fail(std::strerror(errno));
     }
     done += static_cast<size_t>(n);
   }
-  if (size > contents.size() && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    std::remove(tmp.c_str());
-    throw InputError("cannot write " + path + ": " + why);
-  }
+  written_ += bytes.size();
+}
+
+void AtomicFileWriter::extend_to(std::uint64_t size) {
+  if (fd_ < 0) fail("the file is already closed");
+  if (size > written_ && ::ftruncate(fd_, static_cast<off_t>(size)) != 0) fail(std::strerror(errno));
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) fail("the file is already closed");
   // mkstemp makes the file private; give it the permissions a plain
   // open() would have.
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw InputError("cannot write " + path + ": " + why);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw InputError("cannot write " + path + ": " + why);
-  }
+  if (::fchmod(fd_, 0666 & ~mask) != 0 || ::fsync(fd_) != 0) fail(std::strerror(errno));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail(std::strerror(errno));
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail(std::strerror(errno));
+  tmp_.clear();
+}
+
+void write_file_atomically(const std::string& path, std::string_view contents, std::uint64_t size) {
+  AtomicFileWriter out(path);
+  out.write(contents);
+  out.extend_to(size);
+  out.commit();
 }
 
 }  // namespace gpumem

@@ -290,6 +290,68 @@ WeightFile parse_gguf(std::string_view bytes, const std::string& path) {
   return file;
 }
 
+std::vector<GgufKeyValue> parse_gguf_metadata(std::string_view bytes, const std::string& path) {
+  const std::string where = printable(path);
+  Cursor in(bytes, where);
+  if (bytes.size() < 4 || bytes.substr(0, 4) != "GGUF")
+    in.fail_at(0, "not a GGUF file (it does not start with \"GGUF\")");
+  in.skip(4);
+  const uint32_t version = in.u32("the version");
+  if (version != 2 && version != 3)
+    in.fail_at(4, fmt::format("GGUF version {} is not supported (only 2 and 3)", version));
+  in.u64("the tensor count");
+  const uint64_t kv_count = in.u64("the key-value count");
+  if (kv_count > in.left() / kMinKeyValueBytes)
+    in.fail_at(16, fmt::format("{} key-values cannot fit in the file's {} bytes", kv_count, bytes.size()));
+  // A scalar's bits into a GgufValue: integers in `integer`, floats in `real`.
+  const auto scalar = [&](GgufType type) {
+    GgufValue v;
+    v.type = type;
+    const uint64_t bits = in.uint(scalar_size(type), "a value");
+    if (type == GgufType::kFloat32)
+      v.real = as_float(bits);
+    else if (type == GgufType::kFloat64)
+      v.real = as_double(bits);
+    else
+      v.integer = bits;
+    return v;
+  };
+  std::vector<GgufKeyValue> out;
+  out.reserve(kv_count);
+  std::set<std::string> keys;
+  for (uint64_t i = 0; i < kv_count; ++i) {
+    const uint64_t key_at = in.pos();
+    GgufKeyValue kv;
+    kv.key = std::string(in.string("a key"));
+    if (!keys.insert(kv.key).second) in.fail_at(key_at, fmt::format("key '{}' appears twice", printable(kv.key)));
+    const GgufType type = value_type(in);
+    if (type == GgufType::kString) {
+      kv.value = GgufValue::string(std::string(in.string("a string")));
+    } else if (type == GgufType::kArray) {
+      kv.value.type = GgufType::kArray;
+      kv.value.element_type = value_type(in);
+      const uint64_t count_at = in.pos();
+      const uint64_t count = in.u64("an array's length");
+      if (kv.value.element_type == GgufType::kArray) in.fail_at(count_at - 4, "an array of arrays");
+      const uint64_t least = kv.value.element_type == GgufType::kString ? 8 : scalar_size(kv.value.element_type);
+      if (count > in.left() / least)
+        in.fail_at(count_at, fmt::format("an array of {} {} values runs past the end of the file", count,
+                                         type_name(kv.value.element_type)));
+      kv.value.elements.reserve(count);
+      for (uint64_t j = 0; j < count; ++j) {
+        if (kv.value.element_type == GgufType::kString)
+          kv.value.elements.push_back(GgufValue::string(std::string(in.string("a string"))));
+        else
+          kv.value.elements.push_back(scalar(kv.value.element_type));
+      }
+    } else {
+      kv.value = scalar(type);
+    }
+    out.push_back(std::move(kv));
+  }
+  return out;
+}
+
 WeightFile read_gguf(const std::string& path) {
   const MappedFile mapped(path);
   return parse_gguf(mapped.bytes(), path);

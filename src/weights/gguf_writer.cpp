@@ -2,6 +2,7 @@
 // key-values, tensor infos, padding, each tensor's data padded to the
 // alignment), whole or with the data left as a hole. Tests and tools use it
 // to make files of any shape; the reader checks what it writes.
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -158,6 +159,43 @@ void write_gguf_sparse(const std::string& path, const GgufContents& contents) {
   uint64_t size = 0;
   const std::string header = head(contents, &size);
   write_file_atomically(path, header, size);
+}
+
+GgufStreamWriter::GgufStreamWriter(const std::string& path, const GgufContents& layout)
+    : out_(path), alignment_(alignment_of(layout)) {
+  for (const GgufTensor& t : layout.tensors) {
+    if (!t.data.empty())
+      throw std::invalid_argument("GgufStreamWriter: tensor '" + t.name + "' has data in the layout");
+    expected_.emplace_back(t.name, ggml_tensor_bytes(t.type, t.ne));
+  }
+  uint64_t size = 0;
+  out_.write(head(layout, &size));
+}
+
+void GgufStreamWriter::add(std::string_view data) {
+  if (next_ >= expected_.size()) throw std::invalid_argument("GgufStreamWriter: more tensors than the layout lists");
+  const auto& [name, bytes] = expected_[next_];
+  if (data.size() != bytes)
+    throw std::invalid_argument("tensor '" + name + "' has " + std::to_string(data.size()) +
+                                " bytes of data, not the " + std::to_string(bytes) + " its type and shape take");
+  out_.write(data);
+  static const std::string zeros(256, '\0');
+  uint64_t pad = (alignment_ - out_.written() % alignment_) % alignment_;
+  while (pad > 0) {
+    const uint64_t n = std::min<uint64_t>(pad, zeros.size());
+    out_.write(std::string_view(zeros).substr(0, n));
+    pad -= n;
+  }
+  ++next_;
+}
+
+uint64_t GgufStreamWriter::finish() {
+  if (next_ != expected_.size())
+    throw std::invalid_argument("GgufStreamWriter: " + std::to_string(expected_.size() - next_) +
+                                " tensor(s) of the layout got no data");
+  const uint64_t size = out_.written();
+  out_.commit();
+  return size;
 }
 
 }  // namespace gpumem::weights

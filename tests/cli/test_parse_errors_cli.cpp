@@ -32,13 +32,14 @@ TEST(CliParseErrors, MisspeltCommandsGetTheRightOne) {
             "gpumem: error: trace: unknown command 'stat' (commands: stats, convert); did you mean `gpumem trace "
             "stats`?\n");
   EXPECT_EQ(one_line_error("stats " + trace("resnet18_train.json")),
-            "gpumem: error: unknown command 'stats' (commands: inspect, plan, trace, replay, train, fit, weights, llm); did "
-            "you mean `gpumem "
-            "trace stats`?\n");
+            "gpumem: error: unknown command 'stats' (commands: inspect, plan, trace, replay, train, fit, weights, "
+            "quantize, llm); did you mean `gpumem trace stats`?\n");
   EXPECT_NE(one_line_error("inpsect x.onnx").find("did you mean `gpumem inspect`?"), std::string::npos);
   EXPECT_EQ(one_line_error("frobnicate").find("did you mean"), std::string::npos);
-  EXPECT_EQ(one_line_error(""),
-            "gpumem: error: give a command: inspect, plan, trace, replay, train, fit, weights, llm (see `gpumem --help`)\n");
+  EXPECT_EQ(
+      one_line_error(""),
+      "gpumem: error: give a command: inspect, plan, trace, replay, train, fit, weights, quantize, llm (see `gpumem "
+      "--help`)\n");
 }
 
 TEST(CliParseErrors, UnknownFlagsAreNamedWithTheClosestOne) {

@@ -20,4 +20,32 @@ std::string read_file(const std::string& path, std::uint64_t max_bytes, std::str
 // hole (a sparse file: the rest reads as zeros and takes no disk).
 void write_file_atomically(const std::string& path, std::string_view contents, std::uint64_t size = 0);
 
+// The same, a piece at a time, for outputs too large to build in memory:
+// the pieces go to a temporary file beside `path`, and commit() renames it
+// onto `path`. Destroyed without commit() (an error on the way), the
+// temporary file is removed and `path` is left as it was. Every failure is
+// InputError("cannot write PATH: reason").
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::string path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(std::string_view bytes);
+  // Extends the file to `size` bytes with a hole when it is shorter.
+  void extend_to(std::uint64_t size);
+  std::uint64_t written() const { return written_; }
+  // Flushes to disk, gives the file the permissions a plain open() would,
+  // and renames it onto the target.
+  void commit();
+
+ private:
+  [[noreturn]] void fail(const std::string& why);
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+  std::uint64_t written_ = 0;
+};
+
 }  // namespace gpumem

@@ -13,8 +13,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "gpumem/common/files.h"
 #include "gpumem/weights/weight_file.h"
 
 namespace gpumem::weights {
@@ -111,6 +113,11 @@ WeightFile read_gguf(const std::string& path);
 // The same over bytes in memory; `path` only names them in messages.
 WeightFile parse_gguf(std::string_view bytes, const std::string& path);
 
+// The key-values of a GGUF file's bytes, typed, in file order: what a tool
+// that rewrites a file copies to its output. Same checks and messages as
+// parse_gguf's for the part it reads.
+std::vector<GgufKeyValue> parse_gguf_metadata(std::string_view bytes, const std::string& path);
+
 // A GGUF v3 image: header, key-values, tensor infos, padding, each tensor's
 // data padded to the alignment. Throws std::invalid_argument when a
 // tensor's data is not exactly ggml_tensor_bytes of its type and shape.
@@ -122,5 +129,26 @@ std::string write_gguf(const GgufContents& contents);
 // atomically (a temporary file beside `path`, then renamed); throws
 // InputError("cannot write PATH: reason") on failure.
 void write_gguf_sparse(const std::string& path, const GgufContents& contents);
+
+// Writes a GGUF v3 file a tensor at a time, so that memory holds one
+// tensor, not the file: the constructor writes the header from `layout`
+// (every tensor's name, type and shape; no data), add() each tensor's data
+// in the same order, finish() checks that all came and renames the
+// temporary file onto `path`. Destroyed before finish(), it leaves `path`
+// as it was. InputError("cannot write PATH: reason") when writing fails;
+// std::invalid_argument when the data does not match the layout.
+class GgufStreamWriter {
+ public:
+  GgufStreamWriter(const std::string& path, const GgufContents& layout);
+  void add(std::string_view data);
+  // The file's size.
+  uint64_t finish();
+
+ private:
+  AtomicFileWriter out_;
+  std::vector<std::pair<std::string, uint64_t>> expected_;  // name, bytes
+  size_t next_ = 0;
+  uint64_t alignment_ = 32;
+};
 
 }  // namespace gpumem::weights
