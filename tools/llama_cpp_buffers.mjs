@@ -97,7 +97,11 @@ function parse(lines) {
   const keep = (l) => kept.push(l.replace(/\s+$/, ""));
   for (const line of lines) {
     let m;
-    if ((m = line.match(/(\S+)\s+compute buffer size\s*=\s*([\d.]+) MiB/))) {
+    if ((m = line.match(/(\S+)\s+compute buffer size is\s+([\d.]+) MiB/))) {
+      // printed when the context is freed, with 4 decimals (within 53 bytes)
+      (f.compute_buffer_bytes_4dp ??= {})[m[1]] = mib(m[2]);
+      keep(line);
+    } else if ((m = line.match(/(\S+)\s+compute buffer size\s*=\s*([\d.]+) MiB/))) {
       f.compute_buffer_bytes[m[1]] = mib(m[2]);
       keep(line);
     } else if ((m = line.match(/(\S+)\s+output buffer size\s*=\s*([\d.]+) MiB/))) {
@@ -187,6 +191,7 @@ async function main() {
           });
           await settle();
           await ctx.dispose();
+          await settle();
         } catch (e) {
           error = String(e?.message ?? e);
         }
@@ -217,7 +222,8 @@ async function main() {
     comment: "llama.cpp's own memory figures for sparse llama-architecture GGUFs on the CPU backend, " +
       "recorded by tools/llama_cpp_buffers.mjs (see its header to rerun; tests/data/llm/README.md for the formulas).",
     mib_rounding: "llama.cpp prints sizes in MiB with 2 decimals; *_bytes = printed MiB x 1048576, " +
-      "so each figure is within 0.005 MiB (5243 bytes) of the true size",
+      "so each figure is within 0.005 MiB (5243 bytes) of the true size; compute_buffer_bytes_4dp " +
+      "comes from the line llama.cpp prints when the context is freed, with 4 decimals (within 53 bytes)",
     node_llama_cpp: pkg.version,
     llama_cpp_release: llama.llamaCppRelease,
     build_type: llama.buildType,
