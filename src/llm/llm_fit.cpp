@@ -35,7 +35,7 @@ uint64_t scaled(uint64_t bytes, uint64_t num, uint64_t den) { return bytes / den
 
 class Sizer {
  public:
-  Sizer(const LlmModel& m, const LlmRequest& r, const KvType& kv) : m_(m), r_(r), kv_(kv) {
+  Sizer(const LlmModel& m, const LlmRequest& r, const KvTypes& kv) : m_(m), r_(r), kv_(kv) {
     layer_bytes_.assign(m.n_layer, 0);
     for (const auto& t : m.tensors) {
       if (t.layer >= 0 && static_cast<uint32_t>(t.layer) < m.n_layer) {
@@ -60,18 +60,16 @@ class Sizer {
   uint64_t output() const { return output_bytes_ + tied_output_bytes_; }
 
   KvCache kv(uint64_t context, uint64_t batch, uint32_t first = 0, uint32_t end = ~0u) const {
-    KvCache c = kv_cache_of_layers(m_, kv_, context, first, end);
-    c.bytes *= batch;
-    c.k_bytes *= batch;
-    c.v_bytes *= batch;
-    return c;
+    return kv_cache(m_, kv_, context, batch, first, end);
   }
+  // llama.cpp reserves for min(n_ctx, n_ubatch) tokens against every cell.
   ForwardShape forward_shape(uint64_t context, uint64_t batch) const {
     ForwardShape s;
-    s.kv_tokens = context * batch;
-    s.tokens = std::min(r_.ubatch, s.kv_tokens);
-    s.outputs = s.tokens;
+    s.kv_tokens = kv(context, batch, 0, 0).cells;
+    s.tokens = std::min(r_.ubatch, context * batch);
     s.flash_attention = r_.flash_attention;
+    s.k_quantized = kv_.k.quantized();
+    s.v_quantized = kv_.v.quantized();
     return s;
   }
   ForwardPeak forward(uint64_t context, uint64_t batch, uint32_t tp = 1, bool with_output = true) const {
@@ -160,7 +158,7 @@ class Sizer {
  private:
   const LlmModel& m_;
   const LlmRequest& r_;
-  KvType kv_;
+  KvTypes kv_;
   std::vector<uint64_t> layer_bytes_;
   uint64_t embedding_bytes_ = 0, output_bytes_ = 0, tied_output_bytes_ = 0;
 };
@@ -205,9 +203,9 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
   p.context = request.context != 0 ? request.context : p.model.n_ctx_train;
   if (p.context == 0)
     throw InputError(fmt::format("{}: the model states no training context; give --context", p.model.source));
-  p.kv_type = kv_type(request.kv_dtype);
+  p.kv_types = kv_types(request.kv_dtype);
   const LlmModel& m = p.model;
-  const Sizer sizer(m, request, p.kv_type);
+  const Sizer sizer(m, request, p.kv_types);
   const uint64_t gpu = request.gpu_bytes;
   const uint32_t n = request.gpus;
 

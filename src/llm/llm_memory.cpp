@@ -21,6 +21,12 @@ KvType kv_type(const std::string& name) {
   throw InputError(fmt::format("--kv-dtype: '{}' is not one of f16, bf16, f32, q8_0, q4_0, fp8", printable(name)));
 }
 
+KvTypes kv_types(const std::string& spec) {
+  const size_t comma = spec.find(',');
+  if (comma == std::string::npos) return {kv_type(spec), kv_type(spec)};
+  return {kv_type(spec.substr(0, comma)), kv_type(spec.substr(comma + 1))};
+}
+
 namespace {
 
 uint64_t row_bytes(const KvType& t, uint64_t values, const char* what) {
@@ -31,16 +37,19 @@ uint64_t row_bytes(const KvType& t, uint64_t values, const char* what) {
   return values / t.block_values * t.block_bytes;
 }
 
+uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
 }  // namespace
 
-KvCache kv_cache_of_layers(const LlmModel& m, const KvType& type, uint64_t tokens, uint32_t first_layer,
-                           uint32_t end_layer) {
+KvCache kv_cache(const LlmModel& m, const KvTypes& types, uint64_t tokens, uint64_t sequences, uint32_t first_layer,
+                 uint32_t end_layer) {
   KvCache kv;
-  const uint64_t k_row = row_bytes(type, uint64_t{m.n_head_kv} * m.head_dim_k, "K");
-  const uint64_t v_row = row_bytes(type, uint64_t{m.n_head_kv} * m.head_dim_v, "V");
+  const uint64_t k_row = row_bytes(types.k, uint64_t{m.n_head_kv} * m.head_dim_k, "K");
+  const uint64_t v_row = row_bytes(types.v, uint64_t{m.n_head_kv} * m.head_dim_v, "V");
+  kv.cells = div_up(tokens * sequences, kKvCellPadding) * kKvCellPadding;
   for (uint32_t i = first_layer; i < std::min(end_layer, m.n_layer); ++i) {
     const bool windowed = m.layer_is_windowed(i);
-    const uint64_t kept = windowed ? std::min(tokens, m.sliding_window) : tokens;
+    const uint64_t kept = windowed ? std::min(tokens, m.sliding_window) * sequences : kv.cells;
     kv.bytes_per_token += k_row + v_row;
     kv.k_bytes += k_row * kept;
     kv.v_bytes += v_row * kept;
@@ -50,15 +59,7 @@ KvCache kv_cache_of_layers(const LlmModel& m, const KvType& type, uint64_t token
   return kv;
 }
 
-KvCache kv_cache(const LlmModel& m, const KvType& type, uint64_t tokens) {
-  return kv_cache_of_layers(m, type, tokens, 0, m.n_layer);
-}
-
 namespace {
-
-constexpr uint64_t kF32 = 4;
-
-uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 struct Stage {
   std::string name;
@@ -70,62 +71,68 @@ struct Stage {
   }
 };
 
+// `halves` / 2 tensors of `width` f32 values per token: how many of them
+// are alive at once is what the allocator's placement gives, fitted to
+// llama.cpp's compute buffers (tests/data/llm/README.md).
+ForwardTerm wide(const std::string& name, uint64_t halves, uint64_t width, const std::string& what, uint64_t tokens) {
+  const std::string count = halves % 2 ? fmt::format("{}.5", halves / 2) : fmt::format("{}", halves / 2);
+  return {name, fmt::format("{} x {} x {} tokens x 4 B", count, what, tokens), halves * width * tokens * 2};
+}
+
 }  // namespace
 
 ForwardPeak forward_peak(const LlmModel& m, const ForwardShape& s) {
   const uint64_t tp = std::max<uint32_t>(1, s.tensor_parallel);
   const uint64_t T = std::max<uint64_t>(1, s.tokens), C = std::max<uint64_t>(1, s.kv_tokens);
-  const uint64_t O = s.outputs == 0 ? T : s.outputs;
-  const uint64_t H = div_up(m.n_head, tp), Hkv = div_up(m.n_head_kv, tp);
+  const uint64_t H = div_up(m.n_head, tp);
+  const uint64_t E = m.n_embd;
+  const uint64_t E_kv = div_up(m.n_head_kv, tp) * (m.head_dim_k + m.head_dim_v) / 2;
   const uint64_t F = div_up(std::max<uint64_t>(m.n_ff, 1) * std::max<uint32_t>(1, m.n_expert_used), tp);
   const uint64_t V = div_up(m.n_vocab, tp);
-  const uint64_t E = m.n_embd;
-  auto rows = [&](const std::string& name, uint64_t width, uint64_t n, const std::string& what) {
-    return ForwardTerm{name, fmt::format("{} x {} tokens x 4 B", what, n), width * n * kF32};
-  };
-  // Inputs stay allocated for the whole graph: token ids, positions, the
-  // output ids and the attention mask (padded to 64 query rows; f16 for
-  // flash attention, f32 otherwise).
-  const uint64_t mask_rows = div_up(T, 64) * 64;
-  const uint64_t mask_elt = s.flash_attention ? 2 : 4;
-  const std::vector<ForwardTerm> inputs = {
-      {"attention mask", fmt::format("{} cached x {} query rows x {} B", C, mask_rows, mask_elt),
-       C * mask_rows * mask_elt},
-      {"token ids, positions, output ids", fmt::format("(2 x {} + {}) x 4 B", T, O), (2 * T + O) * 4},
-  };
-  auto with_inputs = [&](std::string name, std::vector<ForwardTerm> terms) {
-    terms.insert(terms.end(), inputs.begin(), inputs.end());
+  const std::string embd = fmt::format("{} embd", E);
+
+  // A quantized cache is read through a Hadamard rotation: one
+  // head_dim x head_dim f32 matrix per rotated cache, an input of the graph.
+  std::vector<ForwardTerm> rotations;
+  for (const auto& [quantized, which] : {std::pair{s.k_quantized, "K"}, std::pair{s.v_quantized, "V"}}) {
+    if (quantized) {
+      rotations.push_back({fmt::format("{} rotation", which), fmt::format("{0} x {0} x 4 B", m.head_dim_k),
+                           m.head_dim_k * m.head_dim_k * 4});
+    }
+  }
+  auto stage = [&](std::string name, std::vector<ForwardTerm> terms) {
+    terms.insert(terms.end(), rotations.begin(), rotations.end());
     return Stage{std::move(name), std::move(terms)};
   };
-  const ForwardTerm residual = rows("residual stream", E, T, fmt::format("{} embd", E));
-  const ForwardTerm normed = rows("normalized input", E, T, fmt::format("{} embd", E));
-  const ForwardTerm q = rows("Q", H * m.head_dim_k, T, fmt::format("{} heads x {} dims", H, m.head_dim_k));
-  const ForwardTerm k =
-      rows("K (before the cache copy)", Hkv * m.head_dim_k, T, fmt::format("{} KV heads x {} dims", Hkv, m.head_dim_k));
-  const ForwardTerm v =
-      rows("V (before the cache copy)", Hkv * m.head_dim_v, T, fmt::format("{} KV heads x {} dims", Hkv, m.head_dim_v));
-  const ForwardTerm attn_out =
-      rows("attention output", H * m.head_dim_v, T, fmt::format("{} heads x {} dims", H, m.head_dim_v));
+  const uint64_t mask_bytes = s.flash_attention ? 2 : 4;  // f16 for flash attention, f32 otherwise
+  const ForwardTerm mask{"attention mask", fmt::format("{} cached x {} tokens x {} B", C, T, mask_bytes),
+                         C * T * mask_bytes};
 
   std::vector<Stage> stages;
-  stages.push_back(with_inputs("Q, K, V projections", {residual, normed, q, k, v}));
-  if (s.flash_attention) {
-    stages.push_back(with_inputs("attention", {residual, q, attn_out}));
-  } else {
+  if (!s.flash_attention) {
     // Without flash attention the scores of every head against every cached
-    // token are one f32 tensor; softmax runs in place on it.
-    const ForwardTerm scores{"attention scores (KQ)", fmt::format("{} cached x {} tokens x {} heads x 4 B", C, T, H),
-                             C * T * H * kF32};
-    stages.push_back(with_inputs("attention", {residual, q, scores, attn_out}));
+    // token are one f32 tensor (softmax runs in place on it), beside the
+    // residual stream, the normalized input, Q, roped Q and the output (one
+    // fewer with a quantized K), and K and V.
+    stages.push_back(
+        stage("attention",
+              {{"attention scores (KQ)", fmt::format("{} cached x {} tokens x {} heads x 4 B", C, T, H), C * T * H * 4},
+               {"attention mask", fmt::format("{} cached x {} tokens x 4 B", C, T), C * T * 4},
+               wide("residual, normed input, Q, roped Q, output", s.k_quantized ? 8 : 10, E, embd, T),
+               wide("K and V", 4, E_kv, fmt::format("{} KV width", E_kv), T)}));
   }
-  const ForwardTerm gate = rows("FFN gate", F, T, fmt::format("{} ff", F));
-  const ForwardTerm up = rows("FFN up", F, T, fmt::format("{} ff", F));
-  const ForwardTerm act = rows("FFN gate x up", F, T, fmt::format("{} ff", F));
-  stages.push_back(with_inputs("feed-forward", {residual, normed, gate, up, act}));
-  const ForwardTerm logits{"logits", fmt::format("{} vocab x {} outputs x 4 B", V, O), V * O * kF32};
-  if (s.with_output)
-    stages.push_back(with_inputs("output", {residual, rows("final norm", E, O, fmt::format("{} embd", E)), logits}));
-
+  // The feed-forward: gate, up and their product, the mask still held, and
+  // the embedding-wide tensors around them.
+  const uint64_t ffn_halves = !s.flash_attention ? 10 : s.v_quantized ? 7 : 8;
+  stages.push_back(stage("feed-forward", {wide("FFN gate, up and gate x up", 6, F, fmt::format("{} ff", F), T),
+                                          wide("residual and embedding-wide tensors", ffn_halves, E, embd, T), mask}));
+  if (s.with_output) {
+    // The logits of every token (llama.cpp reserves for all n_ubatch outputs)
+    // and the tensors around the final norm: 2 to 3 embedding-wide ones
+    // depending on where the allocator placed them, 2.5 taken.
+    stages.push_back(stage("output", {{"logits", fmt::format("{} vocab x {} tokens x 4 B", V, T), V * T * 4},
+                                      wide("residual and final norm", 5, E, embd, T)}));
+  }
   const auto top = std::max_element(stages.begin(), stages.end(),
                                     [](const Stage& a, const Stage& b) { return a.bytes() < b.bytes(); });
   return {top->bytes(), top->name, top->terms};

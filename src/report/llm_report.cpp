@@ -17,15 +17,20 @@ std::string kv_element(const llm::KvType& t) {
   return fmt::format("{}/{} B", t.block_bytes, t.block_values);
 }
 
+std::string kv_name(const llm::KvTypes& t) {
+  return t.k.name == t.v.name ? t.k.name : t.k.name + " K, " + t.v.name + " V";
+}
+
 // "32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 B".
 std::string kv_formula(const LlmPlan& p) {
   const auto& m = p.model;
-  if (m.head_dim_k == m.head_dim_v) {
+  const auto& t = p.kv_types;
+  if (m.head_dim_k == m.head_dim_v && t.k.name == t.v.name) {
     return fmt::format("{} layers x {} KV heads x {} dims x 2 (K and V) x {}", m.n_layer, m.n_head_kv, m.head_dim_k,
-                       kv_element(p.kv_type));
+                       kv_element(t.k));
   }
-  return fmt::format("{} layers x {} KV heads x ({} + {} dims) x {}", m.n_layer, m.n_head_kv, m.head_dim_k,
-                     m.head_dim_v, kv_element(p.kv_type));
+  return fmt::format("{} layers x {} KV heads x ({} dims x {} + {} dims x {})", m.n_layer, m.n_head_kv, m.head_dim_k,
+                     kv_element(t.k), m.head_dim_v, kv_element(t.v));
 }
 
 std::string verdict(uint64_t need, uint64_t have) {
@@ -64,7 +69,7 @@ std::string render_llm_text(const LlmPlan& p) {
                      p.kv.windowed_layers, m.n_layer));
   }
   line(fmt::format("Request     {} tokens x {} sequence{}, forwards of {} tokens, KV {}, flash attention {}, {} x {}",
-                   format_count(p.context), r.batch, r.batch == 1 ? "" : "s", r.ubatch, p.kv_type.name,
+                   format_count(p.context), r.batch, r.batch == 1 ? "" : "s", r.ubatch, kv_name(p.kv_types),
                    r.flash_attention ? "on" : "off", r.gpus, format_bytes(r.gpu_bytes)));
   if (m.n_ctx_train != 0 && p.context > m.n_ctx_train) {
     line(fmt::format("Note        {} tokens is past the {} the model was trained at", format_count(p.context),
@@ -75,8 +80,8 @@ std::string render_llm_text(const LlmPlan& p) {
                    format_count(m.parameters()), by_dtype(m)));
   line(fmt::format("KV cache    {:>11}  {} per token = {}", format_bytes(p.kv.bytes),
                    format_bytes(p.kv.bytes_per_token), kv_formula(p)));
-  line(fmt::format("                         x {} tokens x {} sequence{}{}", format_count(p.context), r.batch,
-                   r.batch == 1 ? "" : "s",
+  line(fmt::format("                         x {} cells ({} tokens x {} sequence{}, in cells of 256){}",
+                   format_count(p.kv.cells), format_count(p.context), r.batch, r.batch == 1 ? "" : "s",
                    p.kv.windowed_layers ? fmt::format(" ({} windowed layers keep at most {} tokens)",
                                                       p.kv.windowed_layers, format_count(m.sliding_window))
                                         : ""));
@@ -112,7 +117,9 @@ std::string render_llm_text(const LlmPlan& p) {
   } else {
     line(fmt::format("Longest context   {} tokens per sequence at {} sequence{}{}{}", format_count(p.max_context),
                      r.batch, r.batch == 1 ? "" : "s", placement,
-                     p.max_context_capped ? ": where the search stops (the training context or --context); memory allows more" : ""));
+                     p.max_context_capped
+                         ? ": where the search stops (the training context or --context); memory allows more"
+                         : ""));
   }
   line(fmt::format("Largest batch     {} sequence{} of {} tokens{}", format_count(p.max_batch),
                    p.max_batch == 1 ? "" : "s", format_count(p.context), placement));
@@ -174,7 +181,8 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
                     {"gpu_bytes", r.gpu_bytes},
                     {"gpus", r.gpus},
                     {"quant", r.quant},
-                    {"kv_dtype", p.kv_type.name},
+                    {"kv_dtype_k", p.kv_types.k.name},
+                    {"kv_dtype_v", p.kv_types.v.name},
                     {"flash_attention", r.flash_attention},
                     {"pcie_bytes_per_second", r.pcie_bytes_per_second}};
   doc["fits"] = p.fits;
@@ -190,7 +198,10 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
   doc["gpu_layers"] = p.offload.fits ? json(p.offload.gpu_layers) : json(nullptr);
   json terms = json::array();
   for (const auto& t : p.forward.terms) terms.push_back({{"name", t.name}, {"formula", t.formula}, {"bytes", t.bytes}});
-  doc["kv"] = {{"k_bytes", p.kv.k_bytes}, {"v_bytes", p.kv.v_bytes}, {"windowed_layers", p.kv.windowed_layers}};
+  doc["kv"] = {{"cells", p.kv.cells},
+               {"k_bytes", p.kv.k_bytes},
+               {"v_bytes", p.kv.v_bytes},
+               {"windowed_layers", p.kv.windowed_layers}};
   doc["activation"] = {{"stage", p.forward.stage}, {"terms", terms}};
   doc["offload"] = {{"gpu_layers", p.offload.gpu_layers},
                     {"fits", p.offload.fits},

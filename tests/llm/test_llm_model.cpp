@@ -21,7 +21,7 @@ std::string config_path(const std::string& name) {
 LlmModel config(const std::string& name) { return load_llm_model(config_path(name)); }
 
 uint64_t kv_per_token(const LlmModel& m, const std::string& type = "f16") {
-  return kv_cache(m, kv_type(type), 1).bytes_per_token;
+  return kv_cache(m, kv_types(type), 1).bytes_per_token;
 }
 
 TEST(LlmModel, PublishedParameterCountsFromTheirConfigs) {
@@ -42,19 +42,25 @@ TEST(LlmModel, KvBytesPerTokenFollowGroupedQueryAttention) {
   // q8_0 rows: 1024 values in 32 blocks of 34 bytes.
   EXPECT_EQ(kv_per_token(config("meta-llama-3-8b"), "q8_0"), 32u * 2 * 1024 / 32 * 34);
   EXPECT_EQ(kv_per_token(config("meta-llama-3-8b"), "fp8"), 65'536u);
+  // K and V apart, as llama.cpp's -ctk q8_0 -ctv f16.
+  EXPECT_EQ(kv_per_token(config("meta-llama-3-8b"), "q8_0,f16"), 32u * 1024 / 32 * 34 + 32u * 1024 * 2);
 }
 
 TEST(LlmModel, SlidingWindowsCapTheCacheWhereTheyApply) {
   const LlmModel mistral = config("mistral-7b-v0.1");
   EXPECT_EQ(mistral.sliding_window, 4096u);
-  const KvCache at_32k = kv_cache(mistral, kv_type("f16"), 32768);
+  const KvCache at_32k = kv_cache(mistral, kv_types("f16"), 32768);
   EXPECT_EQ(at_32k.windowed_layers, 32u);
   EXPECT_EQ(at_32k.bytes, 4096u * 131'072u);
-  EXPECT_EQ(kv_cache(mistral, kv_type("f16"), 1000).bytes, 1000u * 131'072u);
+  EXPECT_EQ(kv_cache(mistral, kv_types("f16"), 1000).bytes, 1000u * 131'072u);
+  // Four sequences of 32K tokens: the window holds 4096 of each.
+  EXPECT_EQ(kv_cache(mistral, kv_types("f16"), 32768, 4).bytes, 4u * 4096u * 131'072u);
   // Qwen2 turns its window off with use_sliding_window: false.
   const LlmModel qwen = config("deepseek-r1-distill-qwen-14b");
   EXPECT_EQ(qwen.sliding_window, 0u);
-  EXPECT_EQ(kv_cache(qwen, kv_type("f16"), 200000).bytes, 200000ull * 48 * 8 * 128 * 2 * 2);
+  // ... and every whole-context layer holds its cells in llama.cpp's steps of 256.
+  EXPECT_EQ(kv_cache(qwen, kv_types("f16"), 200000).cells, 200192u);
+  EXPECT_EQ(kv_cache(qwen, kv_types("f16"), 200000).bytes, 200192ull * 48 * 8 * 128 * 2 * 2);
 }
 
 TEST(LlmModel, LayerTypesSayWhichLayersSlide) {
@@ -63,9 +69,9 @@ TEST(LlmModel, LayerTypesSayWhichLayersSlide) {
     "sliding_window": 16, "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
     "full_attention"]})";
   const LlmModel m = model_from_hf_config(text, "config.json");
-  const KvCache kv = kv_cache(m, kv_type("f16"), 100);
+  const KvCache kv = kv_cache(m, kv_types("f16"), 100);
   EXPECT_EQ(kv.windowed_layers, 2u);
-  EXPECT_EQ(kv.bytes, (2u * 16 + 2u * 100) * 2 * 128 * 2);
+  EXPECT_EQ(kv.bytes, (2u * 16 + 2u * 256) * 2 * 128 * 2);
 }
 
 // A GGUF file shaped like Llama 3.1 8B at F16, as llama.cpp's convert script

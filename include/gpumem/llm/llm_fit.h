@@ -28,8 +28,8 @@ struct LlmRequest {
   uint64_t ubatch = 512;   // tokens one forward processes (llama.cpp's n_ubatch)
   uint64_t gpu_bytes = 0;  // memory of one GPU
   uint32_t gpus = 1;
-  std::string quant;  // a ggml type for the weight matrices ("q4_k", "q8_0"...); "" keeps the file's
-  std::string kv_dtype = "f16";
+  std::string quant;             // a ggml type for the weight matrices ("q4_k", "q8_0"...); "" keeps the file's
+  std::string kv_dtype = "f16";  // K and V ("q8_0"), or K then V ("q8_0,f16")
   bool flash_attention = true;
   uint64_t overhead_bytes = kDefaultOverheadBytes;
   double pcie_bytes_per_second = kDefaultPcieBytesPerSecond;
@@ -87,7 +87,7 @@ struct LlmPlan {
   LlmModel model;  // with the weights priced at the requested quantization
   LlmRequest request;
   uint64_t context = 0;  // the context used (the request's or the model's)
-  KvType kv_type;
+  KvTypes kv_types;
   KvCache kv;
   ForwardPeak forward;
   GpuMemory single;  // everything on one GPU

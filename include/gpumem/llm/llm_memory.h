@@ -11,9 +11,10 @@
 //
 // Forward: llama.cpp reserves one compute buffer for the worst micro-batch
 // (n_ubatch tokens against the full cache) and its allocator reuses a
-// tensor's memory once its last reader ran. forward_peak walks a decoder
-// layer's graph the same way and returns the largest set of tensors alive
-// at once (see docs/llm.md for the stages and their terms).
+// tensor's memory once its last reader ran. forward_peak sums what is alive
+// at each stage of a decoder layer and at the output, with coefficients
+// fitted to llama.cpp's own compute buffers (tests/data/llm/README.md:
+// 128 runs, every one within 4.4%); docs/llm.md lists the terms.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,47 +28,62 @@ struct KvType {
   std::string name;
   uint32_t block_values = 1;  // values per block
   uint32_t block_bytes = 2;   // bytes per block
+  bool quantized() const { return block_values > 1; }
 };
 // InputError for an unknown name.
 KvType kv_type(const std::string& name);
 
+// K's and V's types (llama.cpp's -ctk and -ctv): "q8_0" for both, or
+// "q8_0,f16" for K then V.
+struct KvTypes {
+  KvType k, v;
+};
+KvTypes kv_types(const std::string& spec);
+
+// llama.cpp allocates its cache in cells of this many tokens (it pads
+// n_ctx up to a multiple of 256).
+inline constexpr uint64_t kKvCellPadding = 256;
+
 struct KvCache {
   uint64_t bytes_per_token = 0;  // every layer's K and V for one token (before any window)
-  uint64_t bytes = 0;            // for `tokens` tokens, windows applied
+  uint64_t cells = 0;            // tokens the whole-context layers hold: sequences x tokens, padded
+  uint64_t bytes = 0;            // windows applied
   uint64_t k_bytes = 0, v_bytes = 0;
   uint32_t windowed_layers = 0;
 };
-// The cache for `tokens` cached tokens over `layers` of the model's layers
-// (all of them by default); a windowed layer keeps min(tokens, window).
-// Throws InputError when a row is not a whole number of the type's blocks.
-KvCache kv_cache(const LlmModel& m, const KvType& type, uint64_t tokens);
-KvCache kv_cache_of_layers(const LlmModel& m, const KvType& type, uint64_t tokens, uint32_t first_layer,
-                           uint32_t end_layer);
+// The cache for `sequences` sequences of `tokens` cached tokens over layers
+// [first_layer, end_layer): a whole-context layer holds sequences x tokens
+// rounded up to kKvCellPadding cells, a windowed one min(tokens, window) per
+// sequence. Throws InputError when a row is not a whole number of the
+// type's blocks.
+KvCache kv_cache(const LlmModel& m, const KvTypes& types, uint64_t tokens, uint64_t sequences = 1,
+                 uint32_t first_layer = 0, uint32_t end_layer = ~0u);
 
 // One term of a forward's live set.
 struct ForwardTerm {
-  std::string name;     // "attention scores", "mask", "residual", ...
-  std::string formula;  // how it was computed, e.g. "8192 x 512 x 32 heads x 4 B"
+  std::string name;     // "attention scores (KQ)", "logits", ...
+  std::string formula;  // how it was computed, e.g. "8192 cached x 512 tokens x 32 heads x 4 B"
   uint64_t bytes = 0;
 };
 
 struct ForwardPeak {
   uint64_t bytes = 0;
-  std::string stage;  // the stage where the peak is: "attention", "feed-forward", "output"
+  std::string stage;  // where the peak is: "attention", "feed-forward" or "output"
   std::vector<ForwardTerm> terms;
 };
 
 struct ForwardShape {
-  uint64_t tokens = 512;   // tokens in one forward (llama.cpp's n_ubatch)
-  uint64_t kv_tokens = 0;  // cached tokens attended to (the whole cache, as llama.cpp reserves)
-  uint64_t outputs = 0;    // tokens whose logits are computed (llama.cpp reserves all `tokens`)
+  uint64_t tokens = 512;   // tokens in one forward: min(context, n_ubatch)
+  uint64_t kv_tokens = 0;  // cache cells attended to (the whole cache, as llama.cpp reserves)
   bool flash_attention = true;
-  uint32_t tensor_parallel = 1;  // heads, the feed-forward and the vocabulary split this many ways
+  bool k_quantized = false;  // a quantized K (or V) cache is rotated by a Hadamard matrix
+  bool v_quantized = false;
+  uint32_t tensor_parallel = 1;  // heads, KV heads, the feed-forward and the vocabulary split this many ways
   bool with_output = true;       // false for a pipeline stage without the output layer
 };
 
 // The peak of one forward's activations and workspace (f32, as llama.cpp
-// computes), over the attention, feed-forward and output stages.
+// computes), the largest of its attention, feed-forward and output stages.
 ForwardPeak forward_peak(const LlmModel& m, const ForwardShape& shape);
 
 }  // namespace gpumem::llm
