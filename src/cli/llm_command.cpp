@@ -33,7 +33,8 @@ Action add_llm_command(CLI::App& app) {
   cmd->add_option("--gpu", args->gpu, "Memory of one GPU, e.g. 24GiB")->required();
   cmd->add_option("--gpus", args->gpus, "GPUs to split the model over (tensor and pipeline parallel)")
       ->check(kPositiveInteger);
-  cmd->add_option("--quant", args->quant, "Price the weight matrices as this ggml type (q4_k, q6_k, q8_0, f16...)");
+  cmd->add_option("--quant", args->quant,
+                  "Price the weights as gpumem quantize --type would write them (q4_k_m, q8_0, q6_k, f16...)");
   cmd->add_option("--kv-dtype", args->kv_dtype,
                   "KV cache element type: f16, bf16, f32, q8_0, q4_0, fp8; K,V apart as q8_0,f16");
   cmd->add_option("--flash-attn", args->flash_attn, "on (llama.cpp's choice on current GPUs) or off")

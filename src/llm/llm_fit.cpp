@@ -9,6 +9,8 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/weights/gguf.h"
+#include "gpumem/weights/quantize_file.h"
+#include "llm/model_sources.h"
 
 namespace gpumem::llm {
 namespace {
@@ -172,24 +174,29 @@ uint64_t largest_total(const std::vector<GpuMemory>& gpus) {
 }  // namespace
 
 LlmModel requantized(LlmModel model, const std::string& quant) {
-  const weights::GgmlType* type = weights::ggml_type_named(quant);
-  if (type == nullptr)
-    throw InputError(
-        fmt::format("--quant: '{}' is not a ggml type (q4_k, q6_k, q8_0, q4_0, f16, bf16, ...)", printable(quant)));
-  const std::string name(type->name);
-  for (auto& t : model.tensors) {
-    uint64_t rows = 1;
-    for (size_t i = 1; i < t.shape.size(); ++i) rows *= t.shape[i];
-    if (t.shape.size() < 2) {
-      t.dtype = "F32";
-      t.bytes = *dtype_bytes("F32", t.shape.empty() ? 1 : t.shape[0], 1);
-      continue;
-    }
-    const auto bytes = dtype_bytes(name, t.shape[0], rows);
-    t.dtype = bytes ? name : "F16";
-    t.bytes = bytes ? *bytes : *dtype_bytes("F16", t.shape[0], rows);
+  if (weights::quantize_recipe_named(quant) == nullptr) {
+    std::string names;
+    for (const auto& r : weights::quantize_recipes()) names += (names.empty() ? "" : ", ") + std::string(r.name);
+    throw InputError(fmt::format("--quant: '{}' is not one of {}", printable(quant), names));
   }
-  model.weight_dtype = name;
+  // The types `gpumem quantize --type` would write, as llama-quantize
+  // chooses them, pricing every tensor as if from full precision.
+  std::vector<weights::TensorShape> shapes;
+  for (const auto& t : model.tensors) shapes.push_back({t.name, "F32", t.shape});
+  weights::ModelHints hints;
+  hints.architecture = model.architecture;
+  hints.n_layer = static_cast<int>(model.n_layer);
+  hints.n_expert = static_cast<int>(model.n_expert);
+  hints.llama_70b = model.architecture == "llama" && model.n_layer == 80 && model.n_head > model.n_head_kv;
+  weights::QuantizeOptions options;
+  options.type = quant;
+  const std::vector<weights::TypeChoice> choices = weights::choose_types(shapes, hints, options);
+  for (size_t i = 0; i < model.tensors.size(); ++i) {
+    auto& t = model.tensors[i];
+    t.dtype = std::string(weights::ggml_type(choices[i].type)->name);
+    t.bytes = weights::ggml_tensor_bytes(choices[i].type, t.shape);
+  }
+  model.weight_dtype = dominant_dtype(model.tensors);
   return model;
 }
 

@@ -105,9 +105,9 @@ struct LlmPlan {
 // context to default to).
 LlmPlan plan_llm(LlmModel model, const LlmRequest& request);
 
-// The model's tensors priced as `quant` (a ggml type name, or a recipe):
-// matrices whose rows are whole blocks take it, the rest keep F32 for
-// vectors and F16 for matrices, as llama.cpp's quantizer falls back.
+// The model's tensors priced as `gpumem quantize --type quant` would write
+// them (a recipe: q8_0, q4_k_m, ...; llama-quantize's choice per tensor,
+// vectors in F32, its fallbacks for rows that are not whole blocks).
 LlmModel requantized(LlmModel model, const std::string& quant);
 
 }  // namespace gpumem::llm
