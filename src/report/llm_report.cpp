@@ -127,7 +127,7 @@ std::string render_llm_text(const LlmPlan& p) {
   if (!o.fits) {
     line("GPU layers        none: activations and overhead alone do not fit");
   } else {
-    line(fmt::format("GPU layers        {} of {} (llama.cpp -ngl {}){}: {}", o.gpu_layers, m.n_layer,
+    line(fmt::format("GPU layers        {} of {} on one GPU (llama.cpp -ngl {}){}: {}", o.gpu_layers, m.n_layer,
                      o.gpu_layers == m.n_layer ? o.gpu_layers + 1 : o.gpu_layers,
                      o.gpu_layers == m.n_layer ? ", output layer too" : "", gpu_line(o.gpu)));
     line(fmt::format("                  host memory holds {} (the token embeddings{})", format_bytes(o.host_bytes),
@@ -139,7 +139,7 @@ std::string render_llm_text(const LlmPlan& p) {
   } else if (s.streamed_layers == 0) {
     line("Streaming         not needed: every layer stays on the GPU");
   } else {
-    line(fmt::format("Streaming         {} layers resident, {} streamed from pinned memory through 2 x {} staging",
+    line(fmt::format("Streaming         one GPU: {} layers resident, {} streamed from pinned memory through 2 x {} staging",
                      s.resident_layers, s.streamed_layers, format_bytes(s.staging_bytes / 2)));
     line(fmt::format("                  {} per token at {:.1f} GB/s: {:.1f} ms per token, at most {:.1f} tokens/s",
                      format_bytes(s.streamed_bytes_per_token), r.pcie_bytes_per_second / 1e9, s.seconds_per_token * 1e3,
