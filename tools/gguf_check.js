@@ -10,20 +10,9 @@
 // then from here. Without it, exits 77 (the tests' "skip") with a line on stderr.
 "use strict";
 const path = require("path");
-const { createRequire } = require("module");
+const { requirePackage } = require("./node_package");
 
-function load() {
-  const places = [process.env.GPUMEM_NODE_MODULES, __dirname].filter(Boolean);
-  for (const dir of places) {
-    try {
-      return createRequire(path.join(path.resolve(dir), "x.js"))("@huggingface/gguf");
-    } catch (e) {
-      if (e.code !== "MODULE_NOT_FOUND") throw e;
-    }
-  }
-  process.stderr.write(`@huggingface/gguf not found (looked in ${places.join(", ")}); set GPUMEM_NODE_MODULES\n`);
-  process.exit(77);
-}
+const load = () => requirePackage("@huggingface/gguf");
 
 async function main() {
   const file = process.argv[2];

@@ -16,20 +16,9 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const { createRequire } = require("module");
+const { requirePackage } = require("./node_package");
 
-function load() {
-  const places = [process.env.GPUMEM_NODE_MODULES, __dirname].filter(Boolean);
-  for (const dir of places) {
-    try {
-      return createRequire(path.join(path.resolve(dir), "x.js"))("@huggingface/hub");
-    } catch (e) {
-      if (e.code !== "MODULE_NOT_FOUND") throw e;
-    }
-  }
-  process.stderr.write(`@huggingface/hub not found (looked in ${places.join(", ")}); set GPUMEM_NODE_MODULES\n`);
-  process.exit(77);
-}
+const load = () => requirePackage("@huggingface/hub");
 
 // Serves https://huggingface.co/local/model/resolve/main/FILE from DIR.
 function localFetch(dir) {

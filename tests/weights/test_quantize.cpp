@@ -16,21 +16,14 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/weights/quantize.h"
+#include "weights/hex_bytes.h"
 
 namespace gpumem::weights {
 namespace {
 
-std::string unhex(const std::string& hex) {
-  std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  return out;
-}
-
-std::vector<float> floats(const std::string& bytes) {
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
+using test::floats;
+using test::hex;
+using test::unhex;
 
 // Each kind's lines, in file order ("input", "q8_0", "conv", ...), of
 // ggml_vectors.txt or (K-quants) ggml_kquant_vectors.txt.
@@ -46,16 +39,6 @@ std::map<std::string, std::vector<std::string>> vectors(const std::string& file 
     kinds[kind].push_back(unhex(hex));
   }
   return kinds;
-}
-
-std::string hex(const std::string& bytes) {
-  std::string s;
-  char buf[3];
-  for (unsigned char c : bytes) {
-    std::snprintf(buf, sizeof buf, "%02x", c);
-    s += buf;
-  }
-  return s;
 }
 
 void expect_blocks_equal_ggml(GgmlTypeId type, const std::string& kind, const std::string& file = "ggml_vectors.txt",
