@@ -2,6 +2,7 @@
 // the architecture ("llama.block_count"); see llama.cpp's llama-arch.cpp
 // (LLM_KV_*) for their names. Values arrive as the reader's text.
 #include <charconv>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -29,9 +30,10 @@ class Keys {
     const std::string& text = it->second;
     uint64_t v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      throw InputError(fmt::format("{}: key {}: '{}' is not one whole number (per-layer values are not supported)",
-                                   printable(file_.path), full, printable(text)));
+    if (ec != std::errc() || end != text.data() + text.size() || v > UINT32_MAX) {
+      throw InputError(
+          fmt::format("{}: key {}: '{}' is not one whole number below 2^32 (per-layer values are not supported)",
+                      printable(file_.path), full, printable(text)));
     }
     return v;
   }
@@ -64,9 +66,8 @@ LlmModel model_from_gguf(const weights::WeightFile& file) {
   m.head_dim_k = keys.number("attention.key_length").value_or(m.n_embd / m.n_head);
   m.head_dim_v = keys.number("attention.value_length").value_or(m.n_embd / m.n_head);
   m.sliding_window = keys.number("attention.sliding_window").value_or(0);
-  if (m.n_layer > 100000 || m.n_head_kv == 0 || m.n_head_kv > m.n_head)
-    throw InputError(fmt::format("{}: {} layers, {} heads, {} KV heads is not a decoder llama.cpp can run",
-                                 printable(file.path), m.n_layer, m.n_head, m.n_head_kv));
+  m.n_vocab = keys.number("vocab_size").value_or(0);
+  check_shape(m, file.path);
   // llama.cpp fixes which layers slide for these families (llama-model.cpp):
   // Gemma 2 alternates starting with a windowed layer, Gemma 3 has five
   // windowed layers to one global one.
@@ -81,10 +82,10 @@ LlmModel model_from_gguf(const weights::WeightFile& file) {
     if (t.name == "output.weight") has_output = true;
     if (t.name == "token_embd.weight" && t.shape.size() == 2) m.n_vocab = t.shape[1];
   }
-  if (m.n_vocab == 0) m.n_vocab = keys.number("vocab_size").value_or(0);
   if (m.n_vocab == 0)
     throw InputError(
         fmt::format("{}: no token_embd.weight tensor and no {}.vocab_size key", printable(file.path), m.architecture));
+  check_shape(m, file.path);
   m.tied_embeddings = !has_output;
   m.weight_dtype = dominant_dtype(m.tensors);
   return m;

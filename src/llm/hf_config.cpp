@@ -1,6 +1,8 @@
 // A Hugging Face config.json as an LlmModel, and the tensors of a
 // Llama-style decoder derived from its shape. Key names as transformers'
 // LlamaConfig / MistralConfig / Qwen2Config define them.
+#include <cstdint>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -33,8 +35,9 @@ class Config {
   std::optional<uint64_t> number(const std::string& key) const {
     const json* v = find(key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_number_unsigned())
-      throw InputError(fmt::format("{}: key {}: {} is not a whole number", printable(path_), key, v->dump()));
+    if (!v->is_number_unsigned() || v->get<uint64_t>() > UINT32_MAX)
+      throw InputError(
+          fmt::format("{}: key {}: {} is not a whole number below 2^32", printable(path_), key, printable(v->dump())));
     return v->get<uint64_t>();
   }
   uint64_t required(const std::string& key) const {
@@ -107,10 +110,9 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   m.head_dim_k = m.head_dim_v = c.number("head_dim").value_or(m.n_embd / m.n_head);
   m.n_expert = static_cast<uint32_t>(c.number("num_local_experts").value_or(0));
   m.n_expert_used = static_cast<uint32_t>(c.number("num_experts_per_tok").value_or(0));
-  if (m.n_layer > 100000 || m.n_head_kv == 0 || m.n_head_kv > m.n_head || m.n_head % m.n_head_kv != 0)
-    throw InputError(fmt::format("{}: {} attention heads and {} KV heads: not a grouped-query decoder", printable(path),
-                                 m.n_head, m.n_head_kv));
+  check_shape(m, path);
   read_sliding_window(c, model_type, m);
+  check_shape(m, path);
   // PretrainedConfig ties by default; the Llama, Mistral and Qwen2 families
   // set it to false.
   const bool untied_family = model_type == "llama" || model_type == "mistral" || model_type == "mixtral" ||

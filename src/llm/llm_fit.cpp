@@ -15,8 +15,10 @@
 namespace gpumem::llm {
 namespace {
 
-constexpr uint64_t kMaxSearchedContext = 1ull << 24;  // without a training context, 16M tokens bound the search
-constexpr uint64_t kMaxSearchedBatch = 1ull << 20;
+// Bounds that keep every size below 2^63 with check_shape's (a cache of
+// 2^26 cells, forwards of 2^16 tokens); far past what any engine runs.
+constexpr uint64_t kMaxCells = 1ull << 26;
+constexpr uint64_t kMaxUbatch = 1ull << 16;
 
 // The largest n in [lo, hi] with ok(n), given ok is true up to some point
 // and false after; lo - 1 when ok(lo) is false.
@@ -204,12 +206,16 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
   if (request.gpu_bytes == 0) throw InputError("--gpu: give the memory of one GPU, e.g. --gpu 24GiB");
   if (request.gpus == 0) throw InputError("--gpus: at least 1");
   if (request.batch == 0 || request.ubatch == 0) throw InputError("--batch and --ubatch: at least 1");
+  if (request.ubatch > kMaxUbatch) throw InputError(fmt::format("--ubatch: at most {}", kMaxUbatch));
   LlmPlan p;
   p.model = request.quant.empty() ? std::move(model) : requantized(std::move(model), request.quant);
   p.request = request;
   p.context = request.context != 0 ? request.context : p.model.n_ctx_train;
   if (p.context == 0)
     throw InputError(fmt::format("{}: the model states no training context; give --context", p.model.source));
+  if (p.context > kMaxCells / request.batch)
+    throw InputError(fmt::format("--context x --batch: {} x {} tokens, more than the {} gpumem accepts", p.context,
+                                 request.batch, kMaxCells));
   p.kv_types = kv_types(request.kv_dtype);
   const LlmModel& m = p.model;
   const Sizer sizer(m, request, p.kv_types);
@@ -231,10 +237,11 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
   p.fits = need(p.context, request.batch) <= gpu;
   // The search stops at the training context, or at the context asked
   // for when that is longer.
-  const uint64_t cap = m.n_ctx_train != 0 ? std::max(m.n_ctx_train, p.context) : kMaxSearchedContext;
+  const uint64_t cap =
+      std::min(m.n_ctx_train != 0 ? std::max(m.n_ctx_train, p.context) : kMaxCells, kMaxCells / request.batch);
   p.max_context = largest(1, cap, [&](uint64_t c) { return need(c, request.batch) <= gpu; });
   p.max_context_capped = p.max_context == cap && m.n_ctx_train != 0 && need(cap + 1, request.batch) <= gpu;
-  p.max_batch = largest(1, kMaxSearchedBatch, [&](uint64_t b) { return need(p.context, b) <= gpu; });
+  p.max_batch = largest(1, kMaxCells / p.context, [&](uint64_t b) { return need(p.context, b) <= gpu; });
 
   if (n > 1) {
     MultiGpu mg;

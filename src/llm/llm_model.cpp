@@ -77,6 +77,30 @@ std::string dominant_dtype(const std::vector<LlmTensor>& tensors) {
   return best;
 }
 
+void check_shape(const LlmModel& m, const std::string& where) {
+  // Bounds far past today's largest models (Llama 3.1 405B: 126 layers,
+  // 16,384 wide, 128 heads; vocabularies up to 256K), small enough that
+  // every product below 2^63 holds: a layer's experts (2^17 x 2^19 x 2^10
+  // values), a cache of 2^26 cells of 2^35 bytes.
+  const struct {
+    const char* key;
+    uint64_t value, limit;
+  } bounds[] = {{"layers", m.n_layer, 1u << 10},         {"hidden size", m.n_embd, 1u << 17},
+                {"attention heads", m.n_head, 1u << 10}, {"KV heads", m.n_head_kv, 1u << 10},
+                {"head dim", m.head_dim_k, 1u << 12},    {"head dim (V)", m.head_dim_v, 1u << 12},
+                {"feed-forward size", m.n_ff, 1u << 19}, {"vocabulary", m.n_vocab, 1u << 22},
+                {"experts", m.n_expert, 1u << 10},       {"sliding window", m.sliding_window, 1ull << 26}};
+  for (const auto& b : bounds) {
+    if (b.value > b.limit)
+      throw InputError(
+          fmt::format("{}: {} is {}, more than the {} gpumem accepts", printable(where), b.key, b.value, b.limit));
+  }
+  if (m.n_head_kv == 0 || m.n_head_kv > m.n_head || m.n_head % m.n_head_kv != 0 || m.head_dim_k == 0 ||
+      m.head_dim_v == 0)
+    throw InputError(fmt::format("{}: {} attention heads, {} KV heads, head dim {}: not a grouped-query decoder",
+                                 printable(where), m.n_head, m.n_head_kv, m.head_dim_k));
+}
+
 namespace {
 
 // A Hugging Face folder: config.json for the shape, the safetensors files

@@ -129,6 +129,20 @@ TEST(LlmModel, BadConfigsNameTheFileAndTheKey) {
     "num_key_value_heads": 3, "intermediate_size": 8, "vocab_size": 10})";
   EXPECT_THROW(model_from_hf_config(bad_heads, "cfg.json"), InputError);
   EXPECT_THROW(load_llm_model("/nonexistent/model.gguf"), InputError);
+  // Sizes a file claims are bounded before anything is computed from them.
+  const std::string huge = R"({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+    "intermediate_size": 14336, "vocab_size": 4294967295})";
+  EXPECT_THROW(
+      {
+        try {
+          model_from_hf_config(huge, "cfg.json");
+        } catch (const InputError& e) {
+          EXPECT_STREQ(e.what(), "cfg.json: vocabulary is 4294967295, more than the 4194304 gpumem accepts");
+          throw;
+        }
+      },
+      InputError);
+  EXPECT_THROW(model_from_hf_config(R"({"num_hidden_layers": 4294967297})", "cfg.json"), InputError);
 }
 
 }  // namespace
