@@ -108,7 +108,10 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   m.n_vocab = c.required("vocab_size");
   m.n_ctx_train = c.number("max_position_embeddings").value_or(0);
   m.head_dim_k = m.head_dim_v = c.number("head_dim").value_or(m.n_embd / m.n_head);
-  m.n_expert = static_cast<uint32_t>(c.number("num_local_experts").value_or(0));
+  // Mixtral says num_local_experts, Qwen MoE num_experts with the experts'
+  // own width in moe_intermediate_size.
+  m.n_expert = static_cast<uint32_t>(c.number("num_local_experts").value_or(c.number("num_experts").value_or(0)));
+  if (m.n_expert > 0) m.n_ff = c.number("moe_intermediate_size").value_or(m.n_ff);
   m.n_expert_used = static_cast<uint32_t>(c.number("num_experts_per_tok").value_or(0));
   check_shape(m, path);
   read_sliding_window(c, model_type, m);
@@ -116,17 +119,19 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   // PretrainedConfig ties by default; the Llama, Mistral and Qwen2 families
   // set it to false.
   const bool untied_family = model_type == "llama" || model_type == "mistral" || model_type == "mixtral" ||
-                             model_type == "qwen2" || model_type == "qwen3";
+                             model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe";
   m.tied_embeddings = c.flag("tie_word_embeddings").value_or(!untied_family);
   const std::string dtype = dtype_of_torch(c.text("torch_dtype", c.text("dtype", "bfloat16")), path);
-  const bool qkv_bias = model_type == "qwen2" || c.flag("attention_bias").value_or(false);
-  m.tensors = decoder_tensors(m, dtype, dtype, qkv_bias);
+  DecoderExtras extras;
+  extras.qkv_bias = model_type == "qwen2" || c.flag("attention_bias").value_or(false);
+  extras.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
+  m.tensors = decoder_tensors(m, dtype, dtype, extras);
   m.weight_dtype = dtype;
   return m;
 }
 
 std::vector<LlmTensor> decoder_tensors(const LlmModel& s, const std::string& matrix_dtype,
-                                       const std::string& vector_dtype, bool qkv_bias) {
+                                       const std::string& vector_dtype, const DecoderExtras& extras) {
   std::vector<LlmTensor> out;
   auto add = [&](std::string name, std::vector<uint64_t> ne, int layer) {
     const bool matrix = ne.size() >= 2;
@@ -150,10 +155,14 @@ std::vector<LlmTensor> decoder_tensors(const LlmModel& s, const std::string& mat
     add(b + "attn_q.weight", {s.n_embd, q}, l);
     add(b + "attn_k.weight", {s.n_embd, k}, l);
     add(b + "attn_v.weight", {s.n_embd, v}, l);
-    if (qkv_bias) {
+    if (extras.qkv_bias) {
       add(b + "attn_q.bias", {q}, l);
       add(b + "attn_k.bias", {k}, l);
       add(b + "attn_v.bias", {v}, l);
+    }
+    if (extras.qk_norm) {
+      add(b + "attn_q_norm.weight", {s.head_dim_k}, l);
+      add(b + "attn_k_norm.weight", {s.head_dim_k}, l);
     }
     add(b + "attn_output.weight", {o, s.n_embd}, l);
     add(b + "ffn_norm.weight", {s.n_embd}, l);

@@ -32,6 +32,9 @@ TEST(LlmModel, PublishedParameterCountsFromTheirConfigs) {
   EXPECT_EQ(config("mistral-7b-v0.1").parameters(), 7'241'732'096u);
   // Qwen2 has q, k and v biases: 14.77 B.
   EXPECT_EQ(config("deepseek-r1-distill-qwen-14b").parameters(), 14'770'033'664u);
+  // A mixture of experts with q/k norms: the checkpoint's index states
+  // total_size 470,187,269,120 bytes of bf16.
+  EXPECT_EQ(config("qwen3-235b-a22b").parameters(), 470'187'269'120u / 2);
 }
 
 TEST(LlmModel, KvBytesPerTokenFollowGroupedQueryAttention) {
@@ -44,6 +47,20 @@ TEST(LlmModel, KvBytesPerTokenFollowGroupedQueryAttention) {
   EXPECT_EQ(kv_per_token(config("meta-llama-3-8b"), "fp8"), 65'536u);
   // K and V apart, as llama.cpp's -ctk q8_0 -ctv f16.
   EXPECT_EQ(kv_per_token(config("meta-llama-3-8b"), "q8_0,f16"), 32u * 1024 / 32 * 34 + 32u * 1024 * 2);
+}
+
+TEST(LlmModel, TensorParallelKvMatchesSglangsFigure) {
+  // SGLang logged "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB"
+  // (GiB) per GPU for Qwen3-235B-A22B at tensor parallel 4
+  // (vllm-project/vllm#21348): 4 KV heads, one on each GPU.
+  LlmRequest r;
+  r.gpu_bytes = 80ull << 30;
+  r.gpus = 4;
+  r.context = 4096;
+  const LlmPlan p = plan_llm(config("qwen3-235b-a22b"), r);
+  ASSERT_TRUE(p.multi && p.multi->tensor_parallel_valid);
+  const uint64_t k_per_token_per_gpu = p.kv.bytes_per_token / 2 * p.multi->tensor_parallel.kv_bytes / p.kv.bytes;
+  EXPECT_EQ(fmt::format("{:.2f}", 367404.0 * k_per_token_per_gpu / (1ull << 30)), "8.23");
 }
 
 TEST(LlmModel, SlidingWindowsCapTheCacheWhereTheyApply) {
@@ -87,7 +104,7 @@ std::string write_llama31_gguf(const std::string& path) {
   u32("llama.feed_forward_length", 14336);
   u32("llama.attention.head_count", 32);
   u32("llama.attention.head_count_kv", 8);
-  for (const auto& t : decoder_tensors(shape, "F16", "F32", false)) {
+  for (const auto& t : decoder_tensors(shape, "F16", "F32")) {
     const uint32_t type = t.dtype == "F16" ? 1 : 0;
     c.tensors.push_back({t.name, type, t.shape, {}});
   }

@@ -66,8 +66,12 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path);
 // experts), every matrix as `matrix_dtype` and the norms and biases as
 // `vector_dtype`. A matrix whose rows are not whole blocks of a quantized
 // type falls back to F16.
+struct DecoderExtras {
+  bool qkv_bias = false;  // Qwen2, attention_bias
+  bool qk_norm = false;   // Qwen3: an RMS norm over each head's q and k
+};
 std::vector<LlmTensor> decoder_tensors(const LlmModel& shape, const std::string& matrix_dtype,
-                                       const std::string& vector_dtype, bool qkv_bias);
+                                       const std::string& vector_dtype, const DecoderExtras& extras = {});
 
 // Bytes of `elements` values of a dtype: safetensors' names ("BF16",
 // "F32", "F8_E4M3"...) or a ggml type's ("Q4_K", "Q8_0"); nullopt when the
