@@ -27,7 +27,9 @@
  *   q4_K   ggml's block_q4_K of the preceding input (144 bytes: fp16 d,
  *          fp16 dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles);
  *   q6_K   ggml's block_q6_K of the preceding input (210 bytes: 128 low
- *          nibbles, 64 bytes of high 2 bits, 16 int8 scales, fp16 d).
+ *          nibbles, 64 bytes of high 2 bits, 16 int8 scales, fp16 d);
+ *   dq4_K  dequantize_row_q4_K of that q4_K block (256 float32);
+ *   dq6_K  dequantize_row_q6_K of that q6_K block (256 float32).
  * Lines starting with '#' are comments. */
 #include <dlfcn.h>
 #include <math.h>
@@ -55,6 +57,8 @@ typedef void (*quantize_q4_0_fn)(const float*, block_q4_0*, int64_t);
 typedef uint16_t (*to_half_fn)(float);
 /* The K-quant blocks are passed as opaque bytes of ggml-common.h's sizes. */
 typedef void (*quantize_k_fn)(const float*, void*, int64_t);
+/* dequantize_row_q4_K(const block_q4_K * x, float * y, int64_t k), likewise q6_K. */
+typedef void (*dequantize_k_fn)(const void*, float*, int64_t);
 
 static void* must(void* lib, const char* name) {
   void* p = dlsym(lib, name);
@@ -196,15 +200,22 @@ static void make_special(float out[2 * QK]) {
 static int emit_kquants(void* lib) {
   quantize_k_fn q4k = (quantize_k_fn)must(lib, "quantize_row_q4_K_ref");
   quantize_k_fn q6k = (quantize_k_fn)must(lib, "quantize_row_q6_K_ref");
+  dequantize_k_fn dq4k = (dequantize_k_fn)must(lib, "dequantize_row_q4_K");
+  dequantize_k_fn dq6k = (dequantize_k_fn)must(lib, "dequantize_row_q6_K");
   make_kquant_inputs();
   printf("# made by tools/ggml_vectors.c (kquants) from libggml-base.so of @node-llama-cpp/linux-x64@3.21.1\n");
   for (int i = 0; i < n_super; ++i) {
     unsigned char b4[Q4_K_BYTES], b6[Q6_K_BYTES];
+    float d4[QK_K], d6[QK_K];
     q4k(super_blocks[i], b4, QK_K);
     q6k(super_blocks[i], b6, QK_K);
+    dq4k(b4, d4, QK_K);
+    dq6k(b6, d6, QK_K);
     hex_line("input", super_blocks[i], sizeof(float) * QK_K);
     hex_line("q4_K", b4, sizeof b4);
     hex_line("q6_K", b6, sizeof b6);
+    hex_line("dq4_K", d4, sizeof d4);
+    hex_line("dq6_K", d6, sizeof d6);
   }
   return 0;
 }

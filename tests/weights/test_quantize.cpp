@@ -72,6 +72,20 @@ TEST(Quantize, Q6_KEqualsGgmlReference) {
   expect_blocks_equal_ggml(GgmlTypeId::kQ6_K, "q6_K", "ggml_kquant_vectors.txt", 29);
 }
 
+// ggml's dequantize_row_q4_K / q6_K of its own blocks, float for float.
+void expect_dequantized_equal_ggml(GgmlTypeId type, const std::string& kind) {
+  auto v = vectors("ggml_kquant_vectors.txt");
+  const auto& blocks = v[kind];
+  const auto& theirs = v["d" + kind];
+  ASSERT_EQ(blocks.size(), 29u);
+  ASSERT_EQ(theirs.size(), blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    EXPECT_EQ(hex(dequantize(type, blocks[b], 256)), hex(theirs[b])) << kind << " block " << b;
+  }
+}
+TEST(Quantize, Q4_KDequantizesAsGgml) { expect_dequantized_equal_ggml(GgmlTypeId::kQ4_K, "q4_K"); }
+TEST(Quantize, Q6_KDequantizesAsGgml) { expect_dequantized_equal_ggml(GgmlTypeId::kQ6_K, "q6_K"); }
+
 TEST(Quantize, HalfConversionsEqualGgml) {
   auto v = vectors();
   const auto& conv = v["conv"];
