@@ -57,6 +57,11 @@ LlmModel model_from_gguf(const weights::WeightFile& file) {
   m.source = file.path;
   m.format = "gguf";
   m.architecture = keys.arch();
+  if (keys.number("attention.kv_lora_rank"))
+    throw InputError(
+        fmt::format("{}: key {}.attention.kv_lora_rank: multi-head latent attention (DeepSeek V2/V3) "
+                    "is not modelled by gpumem llm yet",
+                    printable(file.path), m.architecture));
   m.n_layer = static_cast<uint32_t>(keys.required("block_count"));
   m.n_embd = keys.required("embedding_length");
   m.n_head = static_cast<uint32_t>(keys.required("attention.head_count"));

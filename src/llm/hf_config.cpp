@@ -99,6 +99,13 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   m.source = path;
   m.format = "config";
   const std::string model_type = c.text("model_type", "llama");
+  // DeepSeek V2/V3 cache one compressed latent per token, not K and V per
+  // head: the formulas here would be wrong, so say so.
+  if (c.find("kv_lora_rank") != nullptr)
+    throw InputError(
+        fmt::format("{}: key kv_lora_rank: multi-head latent attention (DeepSeek V2/V3) is not "
+                    "modelled by gpumem llm yet",
+                    printable(path)));
   m.architecture = model_type;
   m.n_layer = static_cast<uint32_t>(c.required("num_hidden_layers"));
   m.n_embd = c.required("hidden_size");

@@ -160,6 +160,8 @@ TEST(LlmModel, BadConfigsNameTheFileAndTheKey) {
       },
       InputError);
   EXPECT_THROW(model_from_hf_config(R"({"num_hidden_layers": 4294967297})", "cfg.json"), InputError);
+  // A cache gpumem does not model is refused, not mis-sized.
+  EXPECT_THROW(model_from_hf_config(R"({"model_type": "deepseek_v3", "kv_lora_rank": 512})", "cfg.json"), InputError);
 }
 
 }  // namespace
