@@ -1,14 +1,20 @@
 // Reading a weight file's header and tensor table through mmap, no data page
-// touched. Goal: a multi-gigabyte file in under 50 ms. The file is a
-// Llama-3-8B-shaped GGUF (291 tensors, 8,030,261,248 parameters, about
-// 4.9 GB) written sparse, so it costs no disk.
+// touched. Goal: a multi-gigabyte file in under 50 ms. The files are
+// Llama-3-8B-shaped (291 tensors, 8,030,261,248 parameters): a GGUF of about
+// 4.9 GB and a bf16 safetensors of 16 GB, both written sparse, so they cost
+// no disk.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "gpumem/common/files.h"
+#include "gpumem/llm/llm_model.h"
 #include "gpumem/weights/gguf.h"
+#include "gpumem/weights/weight_file.h"
 #include "weights/gguf_fixtures.h"
 
 namespace {
@@ -23,5 +29,42 @@ void BM_ReadGgufLlama3_8B(benchmark::State& state) {
   std::remove(path.c_str());
 }
 BENCHMARK(BM_ReadGgufLlama3_8B)->Unit(benchmark::kMillisecond);
+
+// The header of a bf16 Llama-3-8B safetensors (the tensors as the Llama
+// layout derives them), the data left as a hole.
+void write_sparse_llama3_8b_safetensors(const std::string& path) {
+  gpumem::llm::LlmModel shape;
+  shape.n_layer = 32;
+  shape.n_embd = 4096;
+  shape.n_head = 32;
+  shape.n_head_kv = 8;
+  shape.head_dim_k = shape.head_dim_v = 128;
+  shape.n_ff = 14336;
+  shape.n_vocab = 128256;
+  nlohmann::ordered_json header;
+  uint64_t offset = 0;
+  for (const auto& t : gpumem::llm::decoder_tensors(shape, "BF16", "BF16")) {
+    const std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
+    header[t.name] = {{"dtype", "BF16"}, {"shape", dims}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(text.size() >> (8 * i));
+  bytes += text;
+  gpumem::write_file_atomically(path, bytes, bytes.size() + offset);
+}
+
+void BM_ReadSafetensorsLlama3_8B(benchmark::State& state) {
+  const std::string path = (std::filesystem::temp_directory_path() / "gpumem_bench_llama3_8b.safetensors").string();
+  write_sparse_llama3_8b_safetensors(path);
+  for (auto _ : state) {
+    auto file = gpumem::weights::read_safetensors(path);
+    benchmark::DoNotOptimize(file.tensors.size());
+  }
+  std::remove(path.c_str());
+}
+BENCHMARK(BM_ReadSafetensorsLlama3_8B)->Unit(benchmark::kMillisecond);
 
 }  // namespace
