@@ -262,6 +262,18 @@ class SchedulerImpl final : public Scheduler {
       s.order = ++order_;
       running_.push_back(s);
       swapped_.pop_front();
+      // It runs in this step too, as in vLLM, if the budget and (for a
+      // decode) a block allow.
+      Seq& back = running_.back();
+      if (budget_ == 0) continue;
+      if (back.decoding()) {
+        if (kv_->append_cost(back.r.id, 1) > kv_->free_blocks()) continue;
+        const uint32_t id = token_id(back.r, back.computed);
+        kv_->append_tokens(back.r.id, std::span<const uint32_t>(&id, 1));
+        schedule(res, back, 1);
+      } else {
+        schedule(res, back, std::min(budget_, back.known() - back.computed));
+      }
     }
   }
 

@@ -106,6 +106,38 @@ TEST(Scheduler, GpumemKeepsTheNextBlocksOfRunningSequencesFree) {
                    });
 }
 
+TEST(Scheduler, SwappedSequencesComeBackBeforeNewAdmissions) {
+  SchedulerConfig c = tiny(Policy::kVllm);
+  c.preemption = Preemption::kSwap;
+  c.swap_budget_bytes = 100;
+  auto s = make_scheduler(c);
+  add_abc(*s);
+  s->step();
+  // As in the recompute scenario, B's block comes from C, but C's block (4
+  // tokens of 1 byte) goes to the host with its 4 computed tokens.
+  StepResult r = s->step();
+  EXPECT_EQ(r.preempted, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(r.swapped_bytes, 4u);
+  EXPECT_EQ(r.recomputed_tokens, 0u);
+  EXPECT_EQ(s->usage().swapped, 1u);
+  s->add(req(4, 1, 1));  // newer: waits behind the swapped C
+  r = s->step();
+  EXPECT_EQ(r.scheduled, (Sched{{1, 1, 9, false}, {2, 1, 5, false}}));
+  r = s->step();
+  EXPECT_EQ(r.finished, (std::vector<uint64_t>{2}));
+  // B's two blocks are free: C comes back (its block copied in) and decodes
+  // in the same step, from its fifth token, taking the last free block; D
+  // gets the block A does not need when A and C are done.
+  r = s->step();
+  EXPECT_EQ(r.swapped_bytes, 4u);
+  EXPECT_EQ(r.scheduled, (Sched{{1, 1, 11, false}, {3, 1, 4, false}}));
+  EXPECT_EQ(r.finished, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(s->usage().swapped, 0u);
+  expect_steps(*s, {
+                       {{{1, 1, 12, false}, {4, 1, 0, true}}, {}, {1, 4}, 0},
+                   });
+}
+
 TEST(Scheduler, ContiguousReservesMaxModelLenPerRequest) {
   SchedulerConfig c = tiny(Policy::kContiguous);
   c.kv_budget_bytes = 40;  // two requests of 16
