@@ -138,6 +138,34 @@ TEST(Scheduler, SwappedSequencesComeBackBeforeNewAdmissions) {
                    });
 }
 
+TEST(Scheduler, PrefixGroupsShareTheirPrefixBlocks) {
+  SchedulerConfig c = tiny(Policy::kVllm);
+  c.prefix_caching = true;
+  auto s = make_scheduler(c);
+  Request a = req(1, 10, 2), b = req(2, 10, 2), other = req(3, 8, 1);
+  a.prefix_group = b.prefix_group = 0;
+  other.prefix_group = 1;
+  a.prefix_tokens = b.prefix_tokens = other.prefix_tokens = 8;
+  s->add(a);
+  StepResult r = s->step();
+  EXPECT_EQ(r.prefix_query_tokens, 10u);
+  EXPECT_EQ(r.prefix_hit_tokens, 0u);
+  s->add(b);
+  r = s->step();
+  // b's first two blocks are a's: only its last 2 prompt tokens are computed.
+  EXPECT_EQ(r.scheduled, (Sched{{1, 1, 10, false}, {2, 2, 8, true}}));
+  EXPECT_EQ(r.prefix_query_tokens, 10u);
+  EXPECT_EQ(r.prefix_hit_tokens, 8u);
+  EXPECT_EQ(r.finished, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(s->usage().cached_slots, 0u);  // a's third block is partial: freed clean
+  s->add(other);                           // another group: no hit
+  r = s->step();
+  EXPECT_EQ(r.scheduled, (Sched{{2, 1, 10, false}, {3, 8, 0, true}}));
+  EXPECT_EQ(r.prefix_hit_tokens, 0u);
+  EXPECT_TRUE(s->idle());
+  EXPECT_EQ(s->usage().cached_slots, 16u);  // the four full prompt blocks stay cached
+}
+
 TEST(Scheduler, ContiguousReservesMaxModelLenPerRequest) {
   SchedulerConfig c = tiny(Policy::kContiguous);
   c.kv_budget_bytes = 40;  // two requests of 16
