@@ -501,15 +501,18 @@ TEST(SchedulerProperty, GpumemPreemptsLessThanVllmOnTheSamePool) {
     const RunTotals b = run(random_config(Policy::kGpumem, 60, 16), arrivals);
     v.preemptions += a.preemptions;
     v.recomputed += a.recomputed;
+    v.steps += a.steps;
     g.preemptions += b.preemptions;
     g.recomputed += b.recomputed;
+    g.steps += b.steps;
   }
   EXPECT_GT(v.preemptions, 20u);
   EXPECT_LT(g.preemptions, v.preemptions);
   EXPECT_LT(g.recomputed, v.recomputed);
-  std::printf("preemptions: vllm %llu (%llu tokens recomputed), gpumem %llu (%llu)\n",
+  std::printf("preemptions: vllm %llu (%llu tokens recomputed, %llu steps), gpumem %llu (%llu, %llu steps)\n",
               static_cast<unsigned long long>(v.preemptions), static_cast<unsigned long long>(v.recomputed),
-              static_cast<unsigned long long>(g.preemptions), static_cast<unsigned long long>(g.recomputed));
+              static_cast<unsigned long long>(v.steps), static_cast<unsigned long long>(g.preemptions),
+              static_cast<unsigned long long>(g.recomputed), static_cast<unsigned long long>(g.steps));
 }
 
 TEST(SchedulerProperty, SwapPreemptionKeepsTheComputedTokens) {
