@@ -5,7 +5,10 @@
 // never returns a block whose tokens differ, and copy-on-write leaves the
 // sharers' prefixes intact), the counts must agree with the tables, and
 // every block must come back when all sequences end.
+#include <atomic>
+#include <cstdlib>
 #include <map>
+#include <new>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -14,6 +17,19 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/serve/kv_block_manager.h"
+
+// Counts every heap allocation of this test binary, so that a test can
+// show the manager's operations make none.
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace gpumem::serve {
 namespace {
@@ -172,6 +188,26 @@ TEST(KvBlockManager, RefusalsChangeNothing) {
   KvBlockManager n(c);
   EXPECT_FALSE(n.add_sequence(1, iota(9, 1)));  // the table holds 8 tokens
   EXPECT_EQ(n.free_blocks(), 64u);
+}
+
+TEST(KvBlockManager, OperationsAllocateNothingAfterConstruction) {
+  KvBlockManager m(small(64, 4));
+  std::vector<uint32_t> prompt = iota(42, 1);  // ten full blocks and a partial one
+  const uint32_t token = 9;
+  uint32_t cached = 0;
+  const uint64_t before = g_allocations.load();
+  for (uint64_t i = 0; i < 20000; ++i) {
+    prompt[41] = static_cast<uint32_t>(i);  // the full blocks hit, the partial one is new
+    ASSERT_TRUE(m.add_sequence(i, prompt, &cached));
+    ASSERT_TRUE(m.fork(i, i + 1'000'000));
+    ASSERT_TRUE(m.append_tokens(i + 1'000'000, std::span<const uint32_t>(&token, 1)));
+    ASSERT_TRUE(m.append_tokens(i, std::span<const uint32_t>(&token, 1)));
+    ASSERT_TRUE(m.free_sequence(i + 1'000'000));
+    ASSERT_TRUE(m.free_sequence(i));
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0u);
+  EXPECT_EQ(cached, 40u);
+  EXPECT_EQ(m.stats().cow_copies, 20000u);  // the child's append copied the shared partial block
 }
 
 // Random add / append / fork / free against a model of each sequence's tokens.
