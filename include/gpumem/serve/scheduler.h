@@ -35,14 +35,14 @@ enum class Preemption { kRecompute, kSwap };
 struct SchedulerConfig {
   Policy policy = Policy::kGpumem;
   uint32_t block_tokens = 16;
-  uint64_t kv_bytes_per_token = 0;  // from gpumem llm's accounting
-  uint64_t kv_budget_bytes = 0;     // the pool: kv_budget_bytes / (block_tokens x kv_bytes_per_token) blocks
-  uint32_t max_model_len = 4096;    // longest prompt + output; the contiguous policy reserves this much
-  uint32_t token_budget = 2048;     // tokens per step (decodes count one each); prefills chunked to fit
-  uint32_t max_sequences = 256;     // running sequences per step
-  bool prefix_caching = true;       // paged policies only
+  uint64_t kv_bytes_per_token = 0;   // from gpumem llm's accounting
+  uint64_t kv_budget_bytes = 0;      // the pool: kv_budget_bytes / (block_tokens x kv_bytes_per_token) blocks
+  uint32_t max_model_len = 4096;     // longest prompt + output; the contiguous policy reserves this much
+  uint32_t token_budget = 2048;      // tokens per step (decodes count one each); prefills chunked to fit
+  uint32_t max_sequences = 256;      // running sequences per step
+  bool prefix_caching = true;        // paged policies only
   Preemption preemption = Preemption::kRecompute;
-  uint64_t swap_budget_bytes = 0;  // host memory for swapped-out blocks (kSwap)
+  uint64_t swap_budget_bytes = 0;    // host memory for swapped-out blocks (kSwap)
   // gpumem policy: admission keeps free, beyond the new prompt's blocks, the
   // blocks each running sequence needs to grow by this many tokens (its next
   // block boundaries within that distance). See docs/serve.md.
@@ -52,26 +52,25 @@ struct SchedulerConfig {
 // One sequence's share of a step.
 struct ScheduledSequence {
   uint64_t request_id = 0;
-  uint32_t tokens = 0;          // prompt tokens computed this step (prefill chunk), or 1 (decode)
-  uint32_t context_tokens = 0;  // tokens already in its KV cache before this step (read by attention)
+  uint32_t tokens = 0;         // prompt tokens computed this step (prefill chunk), or 1 (decode)
+  uint32_t context_tokens = 0; // tokens already in its KV cache before this step (read by attention)
   bool prefill = false;
   bool operator==(const ScheduledSequence&) const = default;
 };
 
 struct StepResult {
   std::vector<ScheduledSequence> scheduled;
-  std::vector<uint64_t> preempted;   // request ids preempted this step
-  std::vector<uint64_t> finished;    // request ids that produced their last token this step
-  uint64_t recomputed_tokens = 0;    // tokens whose KV a recompute preemption threw away
-  uint64_t swapped_bytes = 0;        // bytes copied to or from host memory this step
-  uint64_t prefix_hit_tokens = 0;    // prompt tokens found in the prefix cache at admission this step
-  uint64_t prefix_query_tokens = 0;  // prompt tokens looked up at admission this step
+  std::vector<uint64_t> preempted;  // request ids preempted this step
+  std::vector<uint64_t> finished;   // request ids that produced their last token this step
+  uint64_t recomputed_tokens = 0;   // tokens whose KV a recompute preemption threw away
+  uint64_t swapped_bytes = 0;       // bytes copied to or from host memory this step
+  uint64_t prefix_hit_tokens = 0;   // prompt tokens found in the prefix cache at admission this step
+  uint64_t prefix_query_tokens = 0; // prompt tokens looked up at admission this step
 };
 
 // KV memory now, for the utilisation and waste figures.
 struct KvUsage {
-  uint64_t pool_slots =
-      0;  // token slots in the pool (blocks x block_tokens, or the contiguous budget / bytes per token)
+  uint64_t pool_slots = 0;      // token slots in the pool (blocks x block_tokens, or the contiguous budget / bytes per token)
   uint64_t reserved_slots = 0;  // slots held by sequences (allocated blocks or contiguous reservations)
   uint64_t used_slots = 0;      // slots holding a token's K and V
   uint64_t cached_slots = 0;    // slots of free blocks kept for the prefix cache (not waste: reusable)
