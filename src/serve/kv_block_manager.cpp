@@ -68,6 +68,7 @@ KvBlockManager::KvBlockManager(const KvBlockManagerConfig& config) : config_(con
   const uint32_t s = config.max_sequences;
   seq_id_.assign(s, 0);
   seq_tokens_.assign(s, 0);
+  seq_computed_.assign(s, 0);
   seq_blocks_.assign(s, 0);
   tables_.assign(static_cast<size_t>(s) * config.max_blocks_per_sequence, kNone);
   free_slots_.resize(s);
@@ -231,7 +232,12 @@ void KvBlockManager::on_full(uint32_t slot, uint32_t index) {
   hash_[b] = chain_hash(parent, contents);
   // A block whose contents are cached already (computed twice) stays out of
   // the cache: it goes to the free list when released.
-  if (config_.prefix_caching && cache_find(hash_[b], contents) == kNone) cache_insert(hash_[b], b);
+  if ((index + 1) * config_.block_tokens <= seq_computed_[slot]) register_block(b);
+}
+
+void KvBlockManager::register_block(uint32_t b) {
+  if (config_.prefix_caching && !registered_[b] && cache_find(hash_[b], block_contents(b)) == kNone)
+    cache_insert(hash_[b], b);
 }
 
 std::span<const uint32_t> KvBlockManager::block_contents(uint32_t block) const {
@@ -265,7 +271,8 @@ uint32_t KvBlockManager::admission_cost(std::span<const uint32_t> tokens, uint32
   return blocks_needed(tokens.size()) - hits + revived;
 }
 
-bool KvBlockManager::add_sequence(uint64_t id, std::span<const uint32_t> tokens, uint32_t* cached_tokens) {
+bool KvBlockManager::add_sequence(uint64_t id, std::span<const uint32_t> tokens, uint32_t* cached_tokens,
+                                  bool computed) {
   if (cached_tokens) *cached_tokens = 0;
   const uint32_t need = blocks_needed(tokens.size());
   if (free_slot_count_ == 0 || need > config_.max_blocks_per_sequence || find_slot(id) != kNone) return false;
@@ -290,6 +297,7 @@ bool KvBlockManager::add_sequence(uint64_t id, std::span<const uint32_t> tokens,
   for (uint32_t i = hits; i < need; ++i) t[i] = allocate_block();
   seq_blocks_[slot] = need;
   seq_tokens_[slot] = hits * bt;
+  seq_computed_[slot] = computed ? static_cast<uint32_t>(tokens.size()) : hits * bt;
   write_tokens(slot, tokens.subspan(static_cast<size_t>(hits) * bt));
   stats_.prefix_query_tokens += tokens.size();
   stats_.prefix_hit_tokens += static_cast<uint64_t>(hits) * bt;
@@ -331,6 +339,8 @@ bool KvBlockManager::append_tokens(uint64_t id, std::span<const uint32_t> tokens
   }
   for (uint32_t i = seq_blocks_[slot]; i < need; ++i) t[i] = allocate_block();
   seq_blocks_[slot] = need;
+  // Appended tokens are computed, unless a deferred prompt is still behind.
+  if (seq_computed_[slot] == m) seq_computed_[slot] = m + static_cast<uint32_t>(tokens.size());
   write_tokens(slot, tokens);
   return true;
 }
@@ -350,6 +360,7 @@ bool KvBlockManager::fork(uint64_t parent, uint64_t child) {
   }
   seq_blocks_[cs] = seq_blocks_[ps];
   seq_tokens_[cs] = seq_tokens_[ps];
+  seq_computed_[cs] = seq_computed_[ps];
   return true;
 }
 
@@ -359,10 +370,22 @@ bool KvBlockManager::free_sequence(uint64_t id) {
   const uint32_t* t = table(slot);
   // Last block first, so that a sequence's tail is evicted before its head.
   for (uint32_t i = seq_blocks_[slot]; i-- > 0;) release_block(t[i]);
-  seq_blocks_[slot] = seq_tokens_[slot] = 0;
+  seq_blocks_[slot] = seq_tokens_[slot] = seq_computed_[slot] = 0;
   map_erase(id);
   free_slots_[free_slot_count_++] = slot;
   --live_sequences_;
+  return true;
+}
+
+bool KvBlockManager::mark_computed(uint64_t id, uint32_t tokens) {
+  const uint32_t slot = find_slot(id);
+  if (slot == kNone) return false;
+  const uint32_t bt = config_.block_tokens;
+  const uint32_t n = std::min(tokens, seq_tokens_[slot]);
+  if (n <= seq_computed_[slot]) return true;
+  const uint32_t* t = table(slot);
+  for (uint32_t i = seq_computed_[slot] / bt; (i + 1) * bt <= n; ++i) register_block(t[i]);
+  seq_computed_[slot] = n;
   return true;
 }
 

@@ -169,6 +169,10 @@ class SchedulerImpl final : public Scheduler {
 
   void schedule(StepResult& res, Seq& s, uint32_t n) {
     s.step_tokens = n;
+    // A prefill chunk's full blocks join the prefix cache when scheduled
+    // (as vLLM v1 does), not at admission: a victim's uncomputed prompt
+    // blocks never become hits.
+    if (kv_ && !s.decoding()) kv_->mark_computed(s.r.id, s.computed + n);
     res.scheduled.push_back({s.r.id, n, s.computed, !s.decoding()});
     budget_ -= n;
   }
@@ -253,7 +257,8 @@ class SchedulerImpl final : public Scheduler {
       const uint32_t cost = kv_->admission_cost(t);
       if (uint64_t{kv_->free_blocks()} < uint64_t{cost} + reserve(held(s))) break;
       uint32_t cached = 0;
-      kv_->add_sequence(s.r.id, t, &cached);
+      kv_->add_sequence(s.r.id, t, &cached, /*computed=*/false);
+      kv_->mark_computed(s.r.id, s.computed);
       const uint64_t copied =
           uint64_t{kv_->blocks_needed(t.size()) - cached / c_.block_tokens} * c_.block_tokens * c_.kv_bytes_per_token;
       res.swapped_bytes += copied;
@@ -297,7 +302,7 @@ class SchedulerImpl final : public Scheduler {
         const auto t = tokens(w, w.known());
         const uint32_t cost = kv_->admission_cost(t);
         if (uint64_t{kv_->free_blocks()} < uint64_t{cost} + reserve(w.known())) break;
-        kv_->add_sequence(w.r.id, t, &cached);
+        kv_->add_sequence(w.r.id, t, &cached, /*computed=*/false);
         res.prefix_query_tokens += t.size();
         res.prefix_hit_tokens += cached;
       } else if ((running_.size() + 1) * uint64_t{c_.max_model_len} > pool_slots_) {

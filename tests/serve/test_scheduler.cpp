@@ -166,6 +166,31 @@ TEST(Scheduler, PrefixGroupsShareTheirPrefixBlocks) {
   EXPECT_EQ(s->usage().cached_slots, 16u);  // the four full prompt blocks stay cached
 }
 
+TEST(Scheduler, AVictimsUncomputedPromptBlocksAreNeverHits) {
+  SchedulerConfig c = tiny(Policy::kVllm);
+  c.prefix_caching = true;
+  c.token_budget = 6;
+  auto s = make_scheduler(c);
+  s->add(req(1, 4, 8));   // A: 1 block, then grows to 3
+  s->add(req(2, 15, 1));  // B: 4 blocks, prefilled in chunks
+  StepResult r = s->step();
+  EXPECT_EQ(r.scheduled, (Sched{{1, 4, 0, true}, {2, 2, 0, true}}));
+  r = s->step();  // A's decode needs a block: B, 2 tokens computed, goes
+  EXPECT_EQ(r.preempted, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(r.recomputed_tokens, 2u);
+  for (int step = 3; step <= 9; ++step) {
+    r = s->step();
+    const bool b_back = !r.scheduled.empty() && r.scheduled.back().request_id == 2;
+    EXPECT_EQ(b_back, step == 9) << "step " << step;
+  }
+  // B's prompt blocks were allocated, but none was computed: re-admitted,
+  // it finds nothing in the prefix cache and prefills from 0 (caching them
+  // at admission would have found 8 tokens that were never computed).
+  EXPECT_EQ(r.scheduled.back(), (ScheduledSequence{2, 6, 0, true}));
+  EXPECT_EQ(r.prefix_query_tokens, 15u);
+  EXPECT_EQ(r.prefix_hit_tokens, 0u);
+}
+
 TEST(Scheduler, ContiguousReservesMaxModelLenPerRequest) {
   SchedulerConfig c = tiny(Policy::kContiguous);
   c.kv_budget_bytes = 40;  // two requests of 16

@@ -59,10 +59,18 @@ class KvBlockManager {
   // (the last token is always computed, for its logits). *cached_tokens gets
   // the hit tokens. False, and nothing changes, when the id is taken, the
   // sequence slots or the table are full, or the blocks run out.
-  bool add_sequence(uint64_t id, std::span<const uint32_t> tokens, uint32_t* cached_tokens = nullptr);
+  // computed = false defers caching: the tokens hold slots, but their full
+  // blocks join the prefix cache only as mark_computed() reaches them (a
+  // prompt prefilled in chunks, whose KV a preemption may throw away first).
+  bool add_sequence(uint64_t id, std::span<const uint32_t> tokens, uint32_t* cached_tokens = nullptr,
+                    bool computed = true);
+  // The sequence's first `tokens` tokens have KV: its full blocks up to
+  // there join the prefix cache. False when there is no such sequence.
+  bool mark_computed(uint64_t id, uint32_t tokens);
   // Free blocks append_tokens(id, n tokens) would take (copy-on-write included).
   uint32_t append_cost(uint64_t id, uint32_t n) const;
-  // Appends tokens; a shared, partly-filled last block is copied first. False,
+  // Appends tokens (computed ones, when the sequence is computed up to its
+  // end); a shared, partly-filled last block is copied first. False,
   // and nothing changes, when the blocks run out or the table is full.
   bool append_tokens(uint64_t id, std::span<const uint32_t> tokens);
   // The child shares every block of the parent (beam search, parallel
@@ -110,6 +118,7 @@ class KvBlockManager {
   void take_hit(uint32_t block);
   void write_tokens(uint32_t slot, std::span<const uint32_t> tokens);
   void on_full(uint32_t slot, uint32_t index);
+  void register_block(uint32_t block);
   uint32_t* table(uint32_t slot) { return &tables_[static_cast<size_t>(slot) * config_.max_blocks_per_sequence]; }
   const uint32_t* table(uint32_t slot) const {
     return &tables_[static_cast<size_t>(slot) * config_.max_blocks_per_sequence];
@@ -135,7 +144,7 @@ class KvBlockManager {
   std::vector<uint32_t> map_vals_;
   uint64_t map_mask_ = 0;
   std::vector<uint64_t> seq_id_;
-  std::vector<uint32_t> seq_tokens_, seq_blocks_, free_slots_, tables_;
+  std::vector<uint32_t> seq_tokens_, seq_computed_, seq_blocks_, free_slots_, tables_;
   uint32_t free_slot_count_ = 0, live_sequences_ = 0;
   uint64_t filled_slots_ = 0;
 };
