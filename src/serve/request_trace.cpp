@@ -82,7 +82,7 @@ Request from_json_line(std::string_view line, const Place& at) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {
     at.fail(
         "not a JSON object (JSON lines: one {\"arrival_s\": ..., \"prompt_tokens\": ..., \"output_tokens\": ...} "
         "per line)");
@@ -162,14 +162,17 @@ std::vector<Request> parse_request_trace(std::string_view text, const std::strin
       r = from_json_line(trimmed, at);
     } else {
       const auto fields = split(trimmed);
-      if (fields.size() != columns) at.fail(fmt::format("{} fields where the header has {}", fields.size(), columns));
+      // The prefix columns may be left off a row.
+      if (fields.size() < 3 || fields.size() > columns)
+        at.fail(fmt::format("{} fields where the header has {}", fields.size(), columns));
       r.arrival_s = parse_seconds(fields[0], at);
       r.prompt_tokens = parse_count(fields[1], "prompt_tokens", at);
       r.output_tokens = parse_count(fields[2], "output_tokens", at);
-      if (columns >= 4 && !text::trim(fields[3]).empty()) {
+      const bool has_tokens = fields.size() == 5 && !text::trim(fields[4]).empty();
+      if (fields.size() >= 4 && !text::trim(fields[3]).empty()) {
         r.prefix_group = parse_count(fields[3], "prefix_group", at);
-        r.prefix_tokens = columns == 5 ? parse_count(fields[4], "prefix_tokens", at) : UINT32_MAX;
-      } else if (columns == 5 && !text::trim(fields[4]).empty()) {
+        r.prefix_tokens = has_tokens ? parse_count(fields[4], "prefix_tokens", at) : UINT32_MAX;
+      } else if (has_tokens) {
         at.fail("prefix_tokens without a prefix_group");
       }
     }

@@ -31,14 +31,16 @@ TEST(RequestTrace, CsvWithAndWithoutGroups) {
   EXPECT_EQ(r[1].output_tokens, 40u);
   EXPECT_EQ(r[1].prefix_group, -1);
 
-  // Without prefix_tokens a group shares its shortest prompt.
+  // Without prefix_tokens a group shares its shortest prompt; rows may leave the prefix columns off.
   const auto g = parse_request_trace(
-      "arrival_s,prompt_tokens,output_tokens,prefix_group\n0,100,1\n1,80,1\n2,50,1,\n3,200,1,1\n", "t.csv");
-  EXPECT_EQ(g[0].prefix_group, -1);
-  EXPECT_EQ(g[1].prefix_group, 0);
+      "arrival_s,prompt_tokens,output_tokens,prefix_group\n0,100,1,0\n1,80,1,0\n2,50,1,\n3,200,1,1\n4,10,1\n", "t.csv");
+  EXPECT_EQ(g[0].prefix_group, 0);
+  EXPECT_EQ(g[0].prefix_tokens, 80u);
   EXPECT_EQ(g[1].prefix_tokens, 80u);
   EXPECT_EQ(g[2].prefix_group, -1);
+  EXPECT_EQ(g[2].prefix_tokens, 0u);
   EXPECT_EQ(g[3].prefix_tokens, 200u);
+  EXPECT_EQ(g[4].prefix_group, -1);
 }
 
 TEST(RequestTrace, CsvGroupColumnBeforeTheDataRows) {
@@ -80,6 +82,7 @@ TEST(RequestTrace, EveryProblemIsOneLineNamingTheLine) {
   EXPECT_EQ(error_of(h + "0,4000,200\n", 4096),
             "t.csv: line 2: prompt_tokens + output_tokens = 4200 is longer than max_model_len 4096");
   EXPECT_EQ(error_of(h + "0,10\n"), "t.csv: line 2: 2 fields where the header has 3");
+  EXPECT_EQ(error_of(h + "0,10,5,1\n"), "t.csv: line 2: 4 fields where the header has 3");
   EXPECT_EQ(error_of(h + "0,0,5\n"), "t.csv: line 2: prompt_tokens is 0 (a request has at least one prompt token)");
   EXPECT_EQ(error_of(h + "0,10,99999999999\n"),
             "t.csv: line 2: output_tokens 99999999999 is too large (at most 4294967295)");
