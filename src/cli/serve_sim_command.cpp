@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -23,7 +24,7 @@ serve::Policy parse_policy(const std::string& name) {
   throw InputError("--policy: unknown policy '" + printable(name) + "' (policies: contiguous, vllm, gpumem)");
 }
 
-double positive_rate(const std::string& flag, const std::string& text, bool bytes) {
+double positive_rate(const std::string& flag, const std::string& text, bool bytes, bool allow_zero = false) {
   if (bytes) {
     const auto b = parse_bytes(text);
     if (!b || *b == 0) throw InputError(flag + ": '" + printable(text) + "' is not a byte count per second, e.g. 3TB");
@@ -32,10 +33,11 @@ double positive_rate(const std::string& flag, const std::string& text, bool byte
   try {
     size_t used = 0;
     const double v = std::stod(text, &used);
-    if (used == text.size() && v > 0) return v;
+    if (used == text.size() && std::isfinite(v) && (v > 0 || (allow_zero && v == 0))) return v;
   } catch (const std::exception&) {
   }
-  throw InputError(flag + ": '" + printable(text) + "' is not a positive number");
+  throw InputError(flag + ": '" + printable(text) + "' is not a " + (allow_zero ? "non-negative" : "positive") +
+                   " number");
 }
 
 }  // namespace
@@ -121,7 +123,7 @@ Action add_serve_sim_command(CLI::App& app) {
     serve::TimeModel time;
     time.flops_per_s = positive_rate("--flops", args->flops, false);
     time.bytes_per_s = positive_rate("--bandwidth", args->bandwidth, true);
-    time.step_overhead_s = positive_rate("--step-overhead", args->step_overhead, false);
+    time.step_overhead_s = positive_rate("--step-overhead", args->step_overhead, false, true);
 
     const auto requests = serve::read_request_trace(args->requests, config.max_model_len);
     const serve::ServeSetup setup = serve::serve_setup(llm::load_llm_model(args->model), r, config, time);

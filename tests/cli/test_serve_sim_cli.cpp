@@ -78,3 +78,24 @@ TEST(CliServeSim, BadInputIsOneLineAndExit2) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliServeSim, TimeModelFlagsAreCheckedAndApplied) {
+  const std::string base =
+      "serve-sim --model " + config() + " --gpu 80GiB --requests " + example("alpaca") + " --policy vllm --json";
+  CliRun r = run(base + " --step-overhead 0 --bandwidth 1TB --flops 1e14");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["time_model"]["step_overhead_s"], 0.0);
+  EXPECT_EQ(doc["time_model"]["bytes_per_s"], 1e12);
+  EXPECT_EQ(doc["time_model"]["flops_per_s"], 1e14);
+  r = run(base + " --step-overhead=-1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "gpumem: error: --step-overhead: '-1' is not a non-negative number\n");
+  r = run(base + " --flops fast");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "gpumem: error: --flops: 'fast' is not a positive number\n");
+}
+
+}  // namespace
