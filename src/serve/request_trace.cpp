@@ -131,7 +131,8 @@ Request from_json_line(std::string_view line, const Place& at) {
 
 }  // namespace
 
-std::vector<Request> parse_request_trace(std::string_view text, const std::string& name, uint32_t max_model_len) {
+std::vector<Request> parse_request_trace(std::string_view text, const std::string& name, uint32_t max_model_len,
+                                         uint64_t max_requests) {
   text::Lines lines(text);
   std::string_view line;
   std::vector<Request> out;
@@ -155,8 +156,8 @@ std::vector<Request> parse_request_trace(std::string_view text, const std::strin
         continue;
       }
     }
-    if (out.size() == kMaxTraceRequests)
-      at.fail(fmt::format("more than {} requests, the most a trace may hold", kMaxTraceRequests));
+    if (out.size() == max_requests)
+      at.fail(fmt::format("more than {} requests, the most a trace may hold", max_requests));
     Request r;
     if (json) {
       r = from_json_line(trimmed, at);

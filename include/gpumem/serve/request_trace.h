@@ -25,7 +25,9 @@ inline constexpr uint64_t kMaxTraceBytes = 2ull << 30;  // before or after gzip
 
 // Requests numbered 0, 1, ... in file order. max_model_len 0: lengths are
 // not checked against a model.
-std::vector<Request> parse_request_trace(std::string_view text, const std::string& name, uint32_t max_model_len = 0);
+// max_requests: kMaxTraceRequests, or less for tests.
+std::vector<Request> parse_request_trace(std::string_view text, const std::string& name, uint32_t max_model_len = 0,
+                                         uint64_t max_requests = kMaxTraceRequests);
 std::vector<Request> read_request_trace(const std::string& path, uint32_t max_model_len = 0);
 
 // The CSV form (with prefix_group and prefix_tokens when any request has a
