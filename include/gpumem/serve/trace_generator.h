@@ -1,9 +1,10 @@
 #pragma once
 // Request traces made up from a fixed seed, shaped like published serving
 // workloads: Poisson arrivals (optionally with bursts), lognormal prompt and
-// output lengths, and shared system prompts (prefix groups). The same seed
-// gives the same trace on every platform: the random numbers come from
-// SplitMix64 and the distributions are computed here, not by <random>.
+// output lengths, and shared system prompts (prefix groups). The same seed gives the same trace with
+// any standard library: the random numbers come from SplitMix64 and the
+// distributions are computed here, not by <random> (only libm's exp, log
+// and cos could round a rare length differently).
 //
 // Where the numbers come from (docs/serve.md has the table): the length
 // means are the vLLM paper's dataset statistics (Kwon et al., "Efficient
