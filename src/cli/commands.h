@@ -18,5 +18,6 @@ Action add_fit_command(CLI::App& app);
 Action add_weights_command(CLI::App& app);
 Action add_quantize_command(CLI::App& app);
 Action add_llm_command(CLI::App& app);
+Action add_serve_sim_command(CLI::App& app);
 
 }  // namespace gpumem::cli
