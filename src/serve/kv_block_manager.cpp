@@ -7,20 +7,12 @@
 #include <string>
 
 #include "gpumem/common/error.h"
+#include "serve/mix64.h"
 
 namespace gpumem::serve {
 namespace {
 
 constexpr uint32_t kNone = KvBlockManager::kNoBlock;
-
-uint64_t mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  return h;
-}
 
 uint64_t table_capacity(uint64_t n) {
   uint64_t c = 16;
@@ -33,9 +25,9 @@ uint64_t table_capacity(uint64_t n) {
 }  // namespace
 
 uint64_t KvBlockManager::chain_hash(uint64_t parent, std::span<const uint32_t> tokens) {
-  uint64_t h = mix(parent ^ 0x9e3779b97f4a7c15ULL);
+  uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
   for (uint32_t t : tokens) h = (h ^ t) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
-  return mix(h);
+  return mix64(h);
 }
 
 KvBlockManager::KvBlockManager(const KvBlockManagerConfig& config) : config_(config) {
@@ -79,25 +71,25 @@ KvBlockManager::KvBlockManager(const KvBlockManagerConfig& config) : config_(con
 // ---- sequence map --------------------------------------------------------
 
 uint32_t KvBlockManager::find_slot(uint64_t id) const {
-  for (uint64_t i = mix(id) & map_mask_;; i = (i + 1) & map_mask_) {
+  for (uint64_t i = mix64(id) & map_mask_;; i = (i + 1) & map_mask_) {
     if (map_vals_[i] == kNone) return kNone;
     if (map_keys_[i] == id) return map_vals_[i];
   }
 }
 
 void KvBlockManager::map_insert(uint64_t id, uint32_t slot) {
-  uint64_t i = mix(id) & map_mask_;
+  uint64_t i = mix64(id) & map_mask_;
   while (map_vals_[i] != kNone) i = (i + 1) & map_mask_;
   map_keys_[i] = id;
   map_vals_[i] = slot;
 }
 
 void KvBlockManager::map_erase(uint64_t id) {
-  uint64_t i = mix(id) & map_mask_;
+  uint64_t i = mix64(id) & map_mask_;
   while (map_keys_[i] != id || map_vals_[i] == kNone) i = (i + 1) & map_mask_;
   // Backward-shift deletion keeps every probe chain unbroken.
   for (uint64_t j = (i + 1) & map_mask_; map_vals_[j] != kNone; j = (j + 1) & map_mask_) {
-    const uint64_t home = mix(map_keys_[j]) & map_mask_;
+    const uint64_t home = mix64(map_keys_[j]) & map_mask_;
     if (((j - home) & map_mask_) >= ((j - i) & map_mask_)) {
       map_keys_[i] = map_keys_[j];
       map_vals_[i] = map_vals_[j];

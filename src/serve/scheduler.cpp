@@ -19,6 +19,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/serve/kv_block_manager.h"
 #include "gpumem/serve/scheduler.h"
+#include "serve/mix64.h"
 
 namespace gpumem::serve {
 
@@ -32,15 +33,6 @@ const char* policy_name(Policy p) {
 }
 
 namespace {
-
-uint64_t mix64(uint64_t h) {
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
-}
 
 struct Seq {
   Request r;
