@@ -89,9 +89,22 @@ TEST(BatchMemoryTable, ResNet50ActivationsScaleWithTheBatchAndWeightsDoNot) {
   EXPECT_EQ(table.need(1).weight_bytes, table.need(4).weight_bytes);
 }
 
+TEST(BatchMemoryTable, ResNet50FiguresOfTheDocs) {
+  // `gpumem inspect examples/models/resnet50.onnx --batch B --json`'s
+  // inference_bytes, as docs/serve.md's example lists them.
+  const BatchMemoryTable table = real_table("resnet50", 32);
+  EXPECT_EQ(table.bytes(1), 109'257'120u);
+  EXPECT_EQ(table.bytes(8), 159'834'528u);
+  EXPECT_EQ(table.bytes(23), 268'214'688u);
+  EXPECT_EQ(table.bytes(24), 275'440'032u);
+  EXPECT_EQ(table.bytes(32), 333'242'784u);
+  EXPECT_EQ(table.need(32).weight_bytes, 102'031'776u);
+  // A 256 MiB budget: batch 23 fits, 24 does not.
+  EXPECT_EQ(table.cap(256ull << 20), 23);
+}
+
 TEST(BatchMemoryTable, BertBaseFiguresOfTheDocs) {
-  // docs/inspect.md: batch 1 needs 417.64 MiB, --batch 2 421.01 MiB;
-  // docs/serve.md's table lists these bytes.
+  // docs/inspect.md: batch 1 needs 417.64 MiB, --batch 2 421.01 MiB.
   const BatchMemoryTable table = real_table("bert_base", 8);
   EXPECT_EQ(format_bytes(table.bytes(1)), "417.64 MiB");
   EXPECT_EQ(format_bytes(table.bytes(2)), "421.01 MiB");
