@@ -157,6 +157,30 @@ TEST(DynamicBatcher, MemoryNotACountDecidesTheBatchOnARealModel) {
   EXPECT_EQ(rest->predicted_bytes, table.bytes(3));
 }
 
+TEST(DynamicBatcher, DocExampleResNet50WithA256MiBBudget) {
+  // docs/serve.md's example, as written there.
+  const BatchMemoryTable table = real_table("resnet50", 32);
+  DynamicBatcherConfig c;
+  c.max_batch_size = 32;
+  c.preferred_batch_sizes = {8, 16, 32};
+  c.max_queue_delay_us = 1000;
+  c.memory_budget_bytes = 256ull << 20;
+  DynamicBatcher preferred(table, c);
+  EXPECT_EQ(preferred.cap(), 23);
+  EXPECT_EQ(preferred.preferred_batch_sizes(), (std::vector<int64_t>{8, 16}));
+  for (uint64_t i = 0; i < 30; ++i) preferred.add({i, 0});
+  EXPECT_EQ(preferred.next_batch(0)->size(), 16);
+
+  c.preferred_batch_sizes.clear();
+  DynamicBatcher burst(table, c);
+  for (uint64_t i = 0; i < 60; ++i) burst.add({i, 0});
+  std::vector<int64_t> sizes;
+  for (int64_t now : {0, 0, 0, 1000}) {
+    if (auto b = burst.next_batch(now)) sizes.push_back(b->size());
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{23, 23, 14}));
+}
+
 // --- Triton's rules ---------------------------------------------------------
 
 DynamicBatcherConfig config(std::vector<int64_t> preferred, int64_t delay_us, uint64_t budget) {
