@@ -370,6 +370,24 @@ TEST(DynamicBatcher, BadConfigurationsAreInputErrors) {
   EXPECT_EQ(b.queued(), 1u);
 }
 
+TEST(BatchMemoryTable, SymbolicDimensionsMustBeBound) {
+  // token_mlp_dynamic's input is [batch, seq, 256]: the batch is bound per
+  // row, seq must be given, or every row would be a lower bound.
+  BatchMemoryOptions options;
+  options.max_batch = 4;
+  const std::string message = error_of([&] { BatchMemoryTable::build(model_path("token_mlp_dynamic"), options); });
+  EXPECT_EQ(message.rfind(model_path("token_mlp_dynamic").string() + ": at batch 1 some tensor sizes are unknown", 0),
+            0u)
+      << message;
+  options.inspect.load.dims["seq"] = 16;
+  const BatchMemoryTable table = BatchMemoryTable::build(model_path("token_mlp_dynamic"), options);
+  for (int64_t b = 2; b <= 4; ++b) EXPECT_GT(table.bytes(b), table.bytes(b - 1));
+  InspectOptions at4;
+  at4.load.dims["seq"] = 16;
+  at4.load.batch = 4;
+  EXPECT_EQ(table.bytes(4), plan::inference_need(inspect_model(model_path("token_mlp_dynamic"), at4)).at_least());
+}
+
 TEST(BatchMemoryTable, BadModelsAndSizesAreInputErrors) {
   BatchMemoryOptions options;
   options.max_batch = 0;
