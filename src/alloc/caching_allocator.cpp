@@ -153,6 +153,12 @@ class CachingAllocator::Impl {
     return stats_;
   }
 
+  AllocatorStats stats(FreeSpace& space) const {
+    std::lock_guard lock(mutex_);
+    space = free_space_locked();
+    return stats_;
+  }
+
   void reset_peak_stats() {
     std::lock_guard lock(mutex_);
     for (StatArray* a : stat_arrays())
@@ -583,6 +589,8 @@ class CachingAllocator::Impl {
   // ---- out of memory --------------------------------------------------------
 
   [[noreturn]] void out_of_memory(std::size_t bytes, StreamId stream, std::string_view why);
+  // Walks every block: for out-of-memory messages and monitoring only.
+  FreeSpace free_space_locked() const;
 
   Upstream up_;
   const AllocatorConfig& config_;
@@ -602,9 +610,7 @@ class CachingAllocator::Impl {
   std::uint64_t clock_ = 0;
 };
 
-void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, std::string_view why) {
-  ++stats_.num_ooms;
-  history_.record(HistoryAction::kOom, 0, bytes, bytes, stream, kNoTag);
+FreeSpace CachingAllocator::Impl::free_space_locked() const {
   // What could be handed out without new device memory: free blocks'
   // mapped bytes.
   std::size_t largest_free = 0, total_free = 0;
@@ -627,6 +633,14 @@ void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, s
       total_free += usable;
     }
   }
+  return FreeSpace{total_free, largest_free};
+}
+
+void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, std::string_view why) {
+  ++stats_.num_ooms;
+  history_.record(HistoryAction::kOom, 0, bytes, bytes, stream, kNoTag);
+  const FreeSpace space = free_space_locked();
+  const std::size_t largest_free = space.largest_block, total_free = space.free_bytes;
   std::vector<Block*> live;
   live_.for_each([&](std::uintptr_t, Block* b) { live.push_back(b); });
   std::size_t shown = std::min<std::size_t>(live.size(), 5);
@@ -740,6 +754,7 @@ void CachingAllocator::do_deallocate(void* ptr, std::size_t, StreamId stream) no
 
 void CachingAllocator::empty_cache() { impl_->empty_cache(); }
 AllocatorStats CachingAllocator::stats() const { return impl_->stats(); }
+AllocatorStats CachingAllocator::stats(FreeSpace& free_space) const { return impl_->stats(free_space); }
 void CachingAllocator::reset_peak_stats() { impl_->reset_peak_stats(); }
 void CachingAllocator::reset_accumulated_stats() { impl_->reset_accumulated_stats(); }
 Snapshot CachingAllocator::snapshot() const { return impl_->snapshot(); }

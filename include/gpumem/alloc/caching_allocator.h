@@ -46,6 +46,15 @@ class SimulatedDevice;
 // The simulated device as memory, virtual memory and events at once.
 Upstream simulated_upstream(SimulatedDevice& device);
 
+// The cache's free space: bytes in free blocks (for expandable segments,
+// only mapped granules count) and the longest stretch of them, i.e. what
+// could be handed out without a device call. Fragmentation is
+// 1 - largest_block / free_bytes, as out-of-memory messages state it.
+struct FreeSpace {
+  std::size_t free_bytes = 0;
+  std::size_t largest_block = 0;
+};
+
 // Result of CachingAllocator::free(): the C API maps it to error codes.
 enum class FreeStatus : std::uint8_t { kOk, kUnknownPointer };
 
@@ -78,6 +87,10 @@ class CachingAllocator final : public MemoryResource {
   void empty_cache();
 
   AllocatorStats stats() const;
+  // stats() and the free space, under one lock so they agree. It walks every
+  // block: for monitoring every few milliseconds (StatsPublisher), not for
+  // the hot path.
+  AllocatorStats stats(FreeSpace& free_space) const;
   void reset_peak_stats();
   void reset_accumulated_stats();
   Snapshot snapshot() const;
