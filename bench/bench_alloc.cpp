@@ -3,8 +3,12 @@
 //   build/bench/gpumem_alloc_bench --benchmark_repetitions=9 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <optional>
+#include <vector>
+
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/simulated_device.h"
+#include "gpumem/alloc/stats_publisher.h"
 
 namespace gpumem::alloc {
 namespace {
@@ -71,6 +75,47 @@ void BM_ExactFitAllocFree(benchmark::State& state) {
   a.deallocate(right, bytes);
 }
 BENCHMARK(BM_ExactFitAllocFree)->Arg(4096)->Arg(8 << 20);
+
+// What publishing statistics in shared memory costs the hot path (issue 15;
+// goal: under 5 ns per pair): the busy pair above, /0 without a publisher,
+// /1 with one refreshing every 5 ms (it takes the allocator's lock and walks
+// the 1,000 blocks each time). Interleave the runs: the machine drifts.
+void BM_PublishingCost(benchmark::State& state) {
+  SimulatedDevice device;
+  CachingAllocator a(simulated_upstream(device));
+  std::vector<void*> live;
+  for (int i = 0; i < 1000; ++i) live.push_back(a.allocate(512 * static_cast<std::size_t>(1 + i % 200)));
+  for (std::size_t i = 0; i < live.size(); i += 2) a.deallocate(live[i], 0);
+  std::optional<StatsPublisher> publisher;
+  const PublisherOptions options{.interval = std::chrono::milliseconds(5), .device = 99, .name = {}};
+  if (state.range(0) == 1) publisher.emplace(a, options);
+  // /2: a publisher thread that never takes the allocator's lock, which
+  // tells the thread's own cost from the lock's.
+  if (state.range(0) == 2) publisher.emplace([] { return StatsSample{}; }, options);
+  for (auto _ : state) {
+    void* p = a.allocate(64 * 1024);
+    benchmark::DoNotOptimize(p);
+    a.deallocate(p, 64 * 1024);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PublishingCost)->Arg(0)->Arg(1)->Arg(2)->UseRealTime();
+
+// The publisher's side: one sample of that allocator (stats and the walk of
+// its blocks), which is how long the allocator's lock is held each interval.
+void BM_PublisherSample(benchmark::State& state) {
+  SimulatedDevice device;
+  CachingAllocator a(simulated_upstream(device));
+  std::vector<void*> live;
+  for (int i = 0; i < 1000; ++i) live.push_back(a.allocate(512 * static_cast<std::size_t>(1 + i % 200)));
+  for (std::size_t i = 0; i < live.size(); i += 2) a.deallocate(live[i], 0);
+  for (auto _ : state) {
+    FreeSpace space;
+    benchmark::DoNotOptimize(a.stats(space));
+    benchmark::DoNotOptimize(space);
+  }
+}
+BENCHMARK(BM_PublisherSample);
 
 }  // namespace
 }  // namespace gpumem::alloc
