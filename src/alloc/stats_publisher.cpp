@@ -87,6 +87,24 @@ bool process_gone(const PublishedStats& block) {
   return block.process_start != 0 && start != block.process_start;
 }
 
+// Whether the block `name` was written by this very process (another
+// publisher of the same name), rather than left by one that had our pid.
+bool published_by_us(const std::string& name, std::uint64_t start) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) return false;
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(PublishedStats)))
+    p = mmap(nullptr, sizeof(PublishedStats), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return false;
+  PublishedStats block;
+  const bool read = read_published_block(static_cast<const PublishedStats*>(p), block);
+  munmap(p, sizeof(PublishedStats));
+  return read && block.magic == kPublishedStatsMagic && block.pid == static_cast<std::uint64_t>(getpid()) &&
+         block.process_start == start;
+}
+
 }  // namespace
 
 void fill_published_figures(PublishedStats& b, const StatsSample& sample) {
@@ -151,8 +169,17 @@ bool read_published_block(const PublishedStats* shared, PublishedStats& result, 
 class StatsPublisher::Thread {
  public:
   Thread(const std::string& name, const PublisherOptions& options) : name_(name), interval_(options.interval) {
-    shm_unlink(name_.c_str());  // a block left by a crashed process with our pid
-    const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+    const std::uint64_t start = own_start();
+    int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+    if (fd < 0 && errno == EEXIST) {
+      if (published_by_us(name_, start))
+        throw std::system_error(EEXIST, std::generic_category(),
+                                "shm_open " + name_ +
+                                    ": this process publishes there already (give each publisher "
+                                    "its own device or name)");
+      shm_unlink(name_.c_str());  // left by an exited process that had our pid
+      fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+    }
     if (fd < 0) throw std::system_error(errno, std::generic_category(), "shm_open " + name_);
     if (ftruncate(fd, sizeof(PublishedStats)) != 0) {
       const int e = errno;
@@ -174,7 +201,7 @@ class StatsPublisher::Thread {
     header_.size = sizeof(PublishedStats);
     header_.pid = static_cast<std::uint64_t>(getpid());
     header_.device = static_cast<std::uint64_t>(options.device < 0 ? 0 : options.device);
-    header_.process_start = own_start();
+    header_.process_start = start;
     header_.start_time_ns = now_ns();
     header_.interval_ns = static_cast<std::uint64_t>(interval_.count() < 0 ? 0 : interval_.count());
   }

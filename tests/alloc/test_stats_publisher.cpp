@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include <fcntl.h>
@@ -106,6 +107,30 @@ TEST(StatsPublisher, ReadBackEqualsTheAllocatorsStats) {
   }
   EXPECT_FALSE(exists(path)) << "the destructor unlinks the block";
   EXPECT_FALSE(find_block(self(), dev));
+}
+
+TEST(StatsPublisher, TwoPublishersOfOneNameAreRefusedButAStaleBlockIsReplaced) {
+  SimulatedDevice device;
+  CachingAllocator allocator(simulated_upstream(device));
+  const std::string name = "/gpumem.twice" + std::to_string(getpid()) + ".0";
+  // A block an earlier process with our pid left behind: replaced.
+  PublishedStats stale{};
+  stale.magic = kPublishedStatsMagic;
+  stale.pid = self();
+  stale.process_start = 1;
+  {
+    std::ofstream out("/dev/shm" + name, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&stale), sizeof stale);
+  }
+  StatsPublisher first(allocator, {.interval = 1h, .device = 0, .name = name});
+  // A second publisher of the same name in this process: refused, and the
+  // first one's block stays.
+  EXPECT_THROW(StatsPublisher(allocator, {.interval = 1h, .device = 0, .name = name}), std::system_error);
+  EXPECT_TRUE(exists("/dev/shm" + name));
+  const std::vector<PublishedBlock> blocks = read_published_stats({.prefix = name.substr(1)});
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_NE(blocks[0].stats.process_start, 1u);
+  EXPECT_EQ(blocks[0].stats.capacity, allocator.capacity());
 }
 
 TEST(StatsPublisher, AProcessThatExitsWithoutCleanupLeavesNoBlock) {

@@ -120,9 +120,10 @@ class StatsPublisher {
   // Publishes whatever `source` returns; it is called from the publisher's
   // thread (and from publish_now's caller).
   explicit StatsPublisher(Source source, PublisherOptions options = {});
-  // Creates the shared-memory object (replacing a stale one of the same
-  // name), writes the first block, then starts the thread. Throws
-  // std::system_error when the object cannot be made.
+  // Creates the shared-memory object (replacing one left by an exited
+  // process that had this pid), writes the first block, then starts the
+  // thread. Throws std::system_error when the object cannot be made, or
+  // (EEXIST) when another publisher in this process uses the name.
   ~StatsPublisher();  // stops the thread and unlinks the object
   StatsPublisher(const StatsPublisher&) = delete;
   StatsPublisher& operator=(const StatsPublisher&) = delete;
