@@ -38,14 +38,19 @@ void BM_CachedAllocFree(benchmark::State& state) {
 }
 BENCHMARK(BM_CachedAllocFree)->Arg(4096)->Arg(8 << 20)->Threads(1)->Threads(2)->UseRealTime();
 
-// A working set of live blocks around the pair, so the free index and the
-// pointer map are not trivially small.
-void BM_CachedAllocFreeBusy(benchmark::State& state) {
-  SimulatedDevice device;
-  CachingAllocator a(simulated_upstream(device));
+// A working set around the pair, so the free index and the pointer map are
+// not trivially small: 1,000 blocks of 512 B to 100 KiB, every other one
+// freed again (the live ones are never freed: the allocator goes with them).
+void busy_working_set(CachingAllocator& a) {
   std::vector<void*> live;
   for (int i = 0; i < 1000; ++i) live.push_back(a.allocate(512 * static_cast<std::size_t>(1 + i % 200)));
   for (std::size_t i = 0; i < live.size(); i += 2) a.deallocate(live[i], 0);
+}
+
+void BM_CachedAllocFreeBusy(benchmark::State& state) {
+  SimulatedDevice device;
+  CachingAllocator a(simulated_upstream(device));
+  busy_working_set(a);
   for (auto _ : state) {
     void* p = a.allocate(64 * 1024);
     benchmark::DoNotOptimize(p);
@@ -83,9 +88,7 @@ BENCHMARK(BM_ExactFitAllocFree)->Arg(4096)->Arg(8 << 20);
 void BM_PublishingCost(benchmark::State& state) {
   SimulatedDevice device;
   CachingAllocator a(simulated_upstream(device));
-  std::vector<void*> live;
-  for (int i = 0; i < 1000; ++i) live.push_back(a.allocate(512 * static_cast<std::size_t>(1 + i % 200)));
-  for (std::size_t i = 0; i < live.size(); i += 2) a.deallocate(live[i], 0);
+  busy_working_set(a);
   std::optional<StatsPublisher> publisher;
   const PublisherOptions options{.interval = std::chrono::milliseconds(5), .device = 99, .name = {}};
   if (state.range(0) == 1) publisher.emplace(a, options);
@@ -106,9 +109,7 @@ BENCHMARK(BM_PublishingCost)->Arg(0)->Arg(1)->Arg(2)->UseRealTime();
 void BM_PublisherSample(benchmark::State& state) {
   SimulatedDevice device;
   CachingAllocator a(simulated_upstream(device));
-  std::vector<void*> live;
-  for (int i = 0; i < 1000; ++i) live.push_back(a.allocate(512 * static_cast<std::size_t>(1 + i % 200)));
-  for (std::size_t i = 0; i < live.size(); i += 2) a.deallocate(live[i], 0);
+  busy_working_set(a);
   for (auto _ : state) {
     FreeSpace space;
     benchmark::DoNotOptimize(a.stats(space));
