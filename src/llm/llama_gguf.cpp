@@ -4,11 +4,14 @@
 // sparse file of any size loads in llama.cpp as the real model would.
 #include "gpumem/llm/llama_gguf.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "gpumem/llm/llm_model.h"
 
 namespace gpumem::llm {
 namespace {
@@ -94,10 +97,8 @@ GgufContents llama_gguf(const LlamaShape& s) {
   const weights::GgmlType* type = weights::ggml_type(s.weight_type);
   require(type != nullptr, "unknown ggml weight type " + std::to_string(s.weight_type));
 
-  const uint64_t embd = s.n_embd, ff = s.n_ff, vocab = s.n_vocab;
   const uint64_t hd = head_dim_of(s);
-  const uint64_t q = hd * s.n_head, kv = hd * s.n_head_kv;
-  for (uint64_t row : {embd, ff, q})
+  for (uint64_t row : {uint64_t{s.n_embd}, uint64_t{s.n_ff}, hd * s.n_head})
     require(row % type->block_size == 0, "a row of " + std::to_string(row) + " is not a multiple of " +
                                              std::string(type->name) + "'s block of " +
                                              std::to_string(type->block_size));
@@ -122,21 +123,22 @@ GgufContents llama_gguf(const LlamaShape& s) {
   };
   add_tokenizer(c, s.n_vocab);
 
-  const uint32_t w = s.weight_type;
-  c.tensors.push_back(GgufTensor{"token_embd.weight", w, {embd, vocab}, ""});
-  c.tensors.push_back(GgufTensor{"output_norm.weight", kF32, {embd}, ""});
-  if (!s.tied_embeddings) c.tensors.push_back(GgufTensor{"output.weight", w, {embd, vocab}, ""});
-  for (uint32_t i = 0; i < s.n_layer; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    c.tensors.push_back(GgufTensor{b + "attn_norm.weight", kF32, {embd}, ""});
-    c.tensors.push_back(GgufTensor{b + "attn_q.weight", w, {embd, q}, ""});
-    c.tensors.push_back(GgufTensor{b + "attn_k.weight", w, {embd, kv}, ""});
-    c.tensors.push_back(GgufTensor{b + "attn_v.weight", w, {embd, kv}, ""});
-    c.tensors.push_back(GgufTensor{b + "attn_output.weight", w, {q, embd}, ""});
-    c.tensors.push_back(GgufTensor{b + "ffn_norm.weight", kF32, {embd}, ""});
-    c.tensors.push_back(GgufTensor{b + "ffn_gate.weight", w, {embd, ff}, ""});
-    c.tensors.push_back(GgufTensor{b + "ffn_up.weight", w, {embd, ff}, ""});
-    c.tensors.push_back(GgufTensor{b + "ffn_down.weight", w, {ff, embd}, ""});
+  // The tensors are decoder_tensors' Llama layout; llama.cpp's convert
+  // script writes the embeddings, final norm and output before the blocks.
+  LlmModel shape;
+  shape.n_layer = s.n_layer;
+  shape.n_embd = s.n_embd;
+  shape.n_head = s.n_head;
+  shape.n_head_kv = s.n_head_kv;
+  shape.head_dim_k = shape.head_dim_v = hd;
+  shape.n_ff = s.n_ff;
+  shape.n_vocab = s.n_vocab;
+  shape.tied_embeddings = s.tied_embeddings;
+  std::vector<LlmTensor> tensors = decoder_tensors(shape, std::string(type->name), "F32");
+  std::stable_partition(tensors.begin(), tensors.end(), [](const LlmTensor& t) { return t.layer < 0; });
+  for (auto& t : tensors) {
+    const uint32_t id = t.dtype == "F32" ? kF32 : s.weight_type;
+    c.tensors.push_back(GgufTensor{std::move(t.name), id, std::move(t.shape), ""});
   }
   return c;
 }

@@ -69,7 +69,7 @@ class Sizer {
   // llama.cpp reserves for min(n_ctx, n_ubatch) tokens against every cell.
   ForwardShape forward_shape(uint64_t context, uint64_t batch) const {
     ForwardShape s;
-    s.kv_tokens = kv(context, batch, 0, 0).cells;
+    s.kv_tokens = kv_cells(context, batch);
     s.tokens = std::min(r_.ubatch, context * batch);
     s.flash_attention = r_.flash_attention;
     s.k_quantized = kv_.k.quantized();
@@ -108,9 +108,10 @@ class Sizer {
   }
   std::vector<GpuMemory> pipeline(uint64_t context, uint64_t batch, uint32_t gpus) const {
     std::vector<GpuMemory> out;
+    const std::vector<uint32_t> layers = pipeline_layers(gpus);
     uint32_t first = 0;
     for (uint32_t g = 0; g < gpus; ++g) {
-      const uint32_t end = first + pipeline_layers(gpus)[g];
+      const uint32_t end = first + layers[g];
       GpuMemory mem;
       for (uint32_t i = first; i < end; ++i) mem.weights_bytes += layer_bytes_[i];
       const bool last = g + 1 == gpus;

@@ -46,7 +46,7 @@ KvCache kv_cache(const LlmModel& m, const KvTypes& types, uint64_t tokens, uint6
   KvCache kv;
   const uint64_t k_row = row_bytes(types.k, uint64_t{m.n_head_kv} * m.head_dim_k, "K");
   const uint64_t v_row = row_bytes(types.v, uint64_t{m.n_head_kv} * m.head_dim_v, "V");
-  kv.cells = div_up(tokens * sequences, kKvCellPadding) * kKvCellPadding;
+  kv.cells = kv_cells(tokens, sequences);
   for (uint32_t i = first_layer; i < std::min(end_layer, m.n_layer); ++i) {
     const bool windowed = m.layer_is_windowed(i);
     const uint64_t kept = windowed ? std::min(tokens, m.sliding_window) * sequences : kv.cells;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "gpumem/common/error.h"
+#include "gpumem/llm/llama_gguf.h"
 #include "gpumem/llm/llm_fit.h"
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/weights/gguf.h"
@@ -94,20 +95,17 @@ TEST(LlmModel, LayerTypesSayWhichLayersSlide) {
 // A GGUF file shaped like Llama 3.1 8B at F16, as llama.cpp's convert script
 // writes it (norms F32, the rope_freqs table), with holes for data.
 std::string write_llama31_gguf(const std::string& path) {
-  LlmModel shape = config("meta-llama-3-8b");
-  weights::GgufContents c;
-  auto u32 = [&](const std::string& k, uint32_t v) { c.metadata.push_back({k, weights::GgufValue::u32(v)}); };
-  c.metadata.push_back({"general.architecture", weights::GgufValue::string("llama")});
-  u32("llama.block_count", 32);
-  u32("llama.context_length", 131072);
-  u32("llama.embedding_length", 4096);
-  u32("llama.feed_forward_length", 14336);
-  u32("llama.attention.head_count", 32);
-  u32("llama.attention.head_count_kv", 8);
-  for (const auto& t : decoder_tensors(shape, "F16", "F32")) {
-    const uint32_t type = t.dtype == "F16" ? 1 : 0;
-    c.tensors.push_back({t.name, type, t.shape, {}});
-  }
+  LlamaShape shape;
+  shape.name = "llama-3.1-8b";
+  shape.n_layer = 32;
+  shape.n_embd = 4096;
+  shape.n_head = 32;
+  shape.n_head_kv = 8;
+  shape.n_ff = 14336;
+  shape.n_vocab = 128256;
+  shape.n_ctx_train = 131072;
+  shape.weight_type = 1;  // F16
+  weights::GgufContents c = llama_gguf(shape);
   c.tensors.push_back({"rope_freqs.weight", 0, {64}, {}});
   weights::write_gguf_sparse(path, c);
   return path;

@@ -43,6 +43,10 @@ KvTypes kv_types(const std::string& spec);
 // llama.cpp allocates its cache in cells of this many tokens (it pads
 // n_ctx up to a multiple of 256).
 inline constexpr uint64_t kKvCellPadding = 256;
+// Cells a whole-context layer holds for `sequences` of `tokens` tokens.
+inline uint64_t kv_cells(uint64_t tokens, uint64_t sequences) {
+  return (tokens * sequences + kKvCellPadding - 1) / kKvCellPadding * kKvCellPadding;
+}
 
 struct KvCache {
   uint64_t bytes_per_token = 0;  // every layer's K and V for one token (before any window)
