@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-testdata
+  prometheus-cpp-dev libcurl4-openssl-dev prometheus
 )
 
 missing=()

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace gpumem {
 
@@ -58,10 +61,19 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
   const std::string number(text.substr(0, end));
   if (number.empty() || number.front() == '.' || std::count(number.begin(), number.end(), '.') > 1) return std::nullopt;
   const std::string_view unit = trim(text.substr(end));
-  static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"", 1.0},         {"B", 1.0},           {"KiB", 1024.0},       {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-      {"K", 1024.0},     {"M", 1048576.0},     {"G", 1073741824.0}};
+  static constexpr std::pair<std::string_view, double> kUnits[] = {{"", 1.0},
+                                                                   {"B", 1.0},
+                                                                   {"KiB", 1024.0},
+                                                                   {"MiB", 1048576.0},
+                                                                   {"GiB", 1073741824.0},
+                                                                   {"TiB", 1099511627776.0},
+                                                                   {"KB", 1e3},
+                                                                   {"MB", 1e6},
+                                                                   {"GB", 1e9},
+                                                                   {"TB", 1e12},
+                                                                   {"K", 1024.0},
+                                                                   {"M", 1048576.0},
+                                                                   {"G", 1073741824.0}};
   for (const auto& [name, scale] : kUnits) {
     if (unit != name) continue;
     if (number.find('.') == std::string::npos && scale == 1.0) {
@@ -76,6 +88,30 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
     const double v = std::stod(number) * scale;
     if (!(v >= 0) || v > static_cast<double>(uint64_t{1} << 62)) return std::nullopt;
     return static_cast<uint64_t>(std::llround(v));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
+  struct Unit {
+    std::string_view suffix;
+    double ns;
+  };
+  // Longest suffixes first: "ms" before "s".
+  static constexpr std::array<Unit, 6> kUnits{
+      {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}}};
+  for (const Unit& unit : kUnits) {
+    if (text.size() <= unit.suffix.size() || text.substr(text.size() - unit.suffix.size()) != unit.suffix) continue;
+    const std::string number(text.substr(0, text.size() - unit.suffix.size()));
+    if (number.empty() || !(std::isdigit(static_cast<unsigned char>(number.front())) || number.front() == '.')) {
+      return std::nullopt;
+    }
+    char* end = nullptr;
+    const double value = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || !std::isfinite(value) || value < 0) return std::nullopt;
+    const double ns = value * unit.ns;
+    if (ns > 86400e9) return std::nullopt;
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(ns)));
   }
   return std::nullopt;
 }

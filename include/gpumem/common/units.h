@@ -1,6 +1,7 @@
 #pragma once
 // Byte quantities for people: binary units (KiB, MiB, GiB) in human output,
 // exact bytes everywhere a program reads the output.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,5 +24,10 @@ std::optional<uint64_t> parse_bytes(std::string_view text);
 // Whether `text` ends in a decimal unit (KB, MB, GB, TB): 1000-based, where
 // GPU memory is sold in 1024-based units under the same names.
 bool has_decimal_unit(std::string_view text);
+
+// Parses a duration as Prometheus and Go write them: "1s", "500ms", "2m",
+// "1.5s", "250us", "100ns", "1h". nullopt if malformed, negative or beyond a
+// day.
+std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
 
 }  // namespace gpumem
