@@ -47,3 +47,24 @@ TEST(ParseBytes, TellsDecimalUnitsApart) {
 
 }  // namespace
 }  // namespace gpumem
+
+namespace gpumem {
+namespace {
+
+TEST(ParseDuration, PrometheusStyleDurations) {
+  using std::chrono::nanoseconds;
+  EXPECT_EQ(parse_duration("1s"), nanoseconds(1'000'000'000));
+  EXPECT_EQ(parse_duration("500ms"), nanoseconds(500'000'000));
+  EXPECT_EQ(parse_duration("1.5s"), nanoseconds(1'500'000'000));
+  EXPECT_EQ(parse_duration("2m"), nanoseconds(120'000'000'000));
+  EXPECT_EQ(parse_duration("1h"), nanoseconds(3'600'000'000'000));
+  EXPECT_EQ(parse_duration("250us"), nanoseconds(250'000));
+  EXPECT_EQ(parse_duration("7ns"), nanoseconds(7));
+  EXPECT_EQ(parse_duration("0s"), nanoseconds(0));
+  for (const char* bad : {"", "s", "1", "1x", "-1s", "1 s", "s1", "1e400s", "25h", "ms", "+1s", "1.2.3s", "nan s"}) {
+    EXPECT_FALSE(parse_duration(bad).has_value()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace gpumem
