@@ -2,13 +2,15 @@
 // exceptions turned into status codes with a thread-local message.
 #include "gpumem/gpumem.h"
 
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
@@ -18,6 +20,7 @@
 #include "gpumem/alloc/config.h"
 #include "gpumem/alloc/cuda.h"
 #include "gpumem/alloc/simulated_device.h"
+#include "gpumem/alloc/stats_publisher.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 
@@ -35,6 +38,7 @@ struct DeviceState {
   std::unique_ptr<gpumem::alloc::CudaVirtualMemory> cuda_vmm;
   std::unique_ptr<gpumem::alloc::CudaEvents> cuda_events;
   gpumem::alloc::Upstream upstream;
+  int index = 0;  // the CUDA ordinal, or 0 for a simulated device: where statistics are published
 };
 
 }  // namespace
@@ -46,6 +50,7 @@ struct gpumem_device {
 struct gpumem_allocator {
   std::shared_ptr<DeviceState> device;  // declared first: destroyed after the allocator
   std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<gpumem::alloc::StatsPublisher> publisher;  // declared last: stops before the allocator goes
 };
 
 namespace {
@@ -149,8 +154,7 @@ const char* gpumem_status_name(gpumem_status status) {
   }
 }
 
-gpumem_status gpumem_simulated_device_create(size_t capacity_bytes, size_t granularity_bytes,
-                                             gpumem_device** out) {
+gpumem_status gpumem_simulated_device_create(size_t capacity_bytes, size_t granularity_bytes, gpumem_device** out) {
   return guarded(__func__, [&] {
     require(out, "out");
     if (capacity_bytes == 0) throw InputError("capacity_bytes is 0");
@@ -180,6 +184,7 @@ gpumem_status gpumem_cuda_device_create(int device, gpumem_device** out) {
     state->cuda_events = std::make_unique<gpumem::alloc::CudaEvents>(device);
     state->upstream = {state->cuda_memory.get(), state->cuda_vmm.get(), state->cuda_events.get(),
                        state->cuda_memory->total_memory()};
+    state->index = state->cuda_memory->device();
     *out = new gpumem_device{std::move(state)};
   });
 }
@@ -200,11 +205,24 @@ gpumem_status gpumem_allocator_create(gpumem_device* device, const char* config,
   return guarded(__func__, [&] {
     require(out, "out");
     DeviceState& state = device_of(device);
-    gpumem::alloc::AllocatorConfig parsed = config != nullptr ? gpumem::alloc::parse_allocator_config(config)
-                                                              : gpumem::alloc::allocator_config_from_env();
+    gpumem::alloc::AllocatorConfig parsed =
+        config != nullptr ? gpumem::alloc::parse_allocator_config(config) : gpumem::alloc::allocator_config_from_env();
     auto allocator = std::make_unique<gpumem_allocator>();
     allocator->device = device->state;
     allocator->allocator = std::make_unique<CachingAllocator>(state.upstream, parsed);
+    if (parsed.publish_interval_ms > 0) {
+      try {
+        allocator->publisher = std::make_unique<gpumem::alloc::StatsPublisher>(
+            *allocator->allocator,
+            gpumem::alloc::PublisherOptions{
+                .interval = std::chrono::milliseconds(parsed.publish_interval_ms), .device = state.index, .name = {}});
+      } catch (const std::system_error& e) {
+        throw InputError(
+            fmt::format("publish_interval_ms: cannot publish device {}'s statistics ({}); one "
+                        "allocator per device and process publishes",
+                        state.index, e.what()));
+      }
+    }
     *out = allocator.release();
   });
 }
@@ -262,9 +280,10 @@ gpumem_status gpumem_get_stat(gpumem_allocator* allocator, const char* key, int6
     const auto stats = a.stats().flatten();
     const auto it = stats.find(key);
     if (it == stats.end())
-      throw InputError(fmt::format("unknown statistic '{}' (names as torch.cuda.memory_stats(), e.g. "
-                                   "allocated_bytes.all.current)",
-                                   gpumem::printable(key)));
+      throw InputError(
+          fmt::format("unknown statistic '{}' (names as torch.cuda.memory_stats(), e.g. "
+                      "allocated_bytes.all.current)",
+                      gpumem::printable(key)));
     *out = it->second;
   });
 }

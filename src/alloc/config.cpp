@@ -23,8 +23,8 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 using text::trim;
 
 [[noreturn]] void bad_value(std::string_view key, std::string_view value, std::string_view expected) {
-  throw InputError(fmt::format("GPUMEM_ALLOC_CONF: key '{}': bad value '{}': expected {}",
-                               printable(key), printable(value), expected));
+  throw InputError(fmt::format("GPUMEM_ALLOC_CONF: key '{}': bad value '{}': expected {}", printable(key),
+                               printable(value), expected));
 }
 
 double parse_number(std::string_view key, std::string_view value) {
@@ -107,13 +107,15 @@ void apply(AllocatorConfig& c, std::string_view key, std::string_view value) {
     c.reserved_limit = parse_mib(key, value);
   } else if (key == "history") {
     c.history_capacity = parse_count(key, value);
+  } else if (key == "publish_interval_ms") {
+    c.publish_interval_ms = parse_count(key, value);
   } else {
-    throw InputError(fmt::format(
-        "GPUMEM_ALLOC_CONF: unknown key '{}' (known: preset, max_split_size_mb, "
-        "garbage_collection_threshold, expandable_segments, release_before_new_peak, round_bytes, "
-        "small_size_mb, small_segment_mb, large_segment_mb, min_large_alloc_mb, large_round_mb, "
-        "large_split_remainder_mb, reserved_limit_mb, history)",
-        printable(key)));
+    throw InputError(
+        fmt::format("GPUMEM_ALLOC_CONF: unknown key '{}' (known: preset, max_split_size_mb, "
+                    "garbage_collection_threshold, expandable_segments, release_before_new_peak, round_bytes, "
+                    "small_size_mb, small_segment_mb, large_segment_mb, min_large_alloc_mb, large_round_mb, "
+                    "large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms)",
+                    printable(key)));
   }
 }
 
@@ -133,6 +135,7 @@ constexpr Setting kMaxSplitSize{"max_split_size", "max_split_size_mb"};
 constexpr Setting kOversizeSlack{"oversize_slack", "oversize_slack"};
 constexpr Setting kGarbageCollection{"garbage_collection_threshold", "garbage_collection_threshold"};
 constexpr Setting kHistory{"history_capacity", "history"};
+constexpr Setting kPublishInterval{"publish_interval_ms", "publish_interval_ms"};
 
 // Far above any device, and low enough that sums and roundings of sizes
 // (requests are at most 2^60 bytes) cannot overflow.
@@ -179,6 +182,8 @@ void check(const AllocatorConfig& c, std::string_view source, bool by_key) {
          "it must be a fraction in [0, 1) (0: off)");
   if (c.history_capacity > kMaxHistory)
     fail(kHistory, fmt::format("{}", c.history_capacity), fmt::format("it must be at most 2^28 ({})", kMaxHistory));
+  if (c.publish_interval_ms > 60'000)
+    fail(kPublishInterval, fmt::format("{}", c.publish_interval_ms), "it must be at most 60000 (a minute; 0: off)");
 }
 
 }  // namespace
@@ -192,11 +197,17 @@ AllocatorConfig AllocatorConfig::pytorch_defaults() {
 AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig base) {
   std::vector<Entry> entries = split_entries(text);
   // A preset replaces everything, so it applies first wherever it is written.
+  // Publishing is not an allocator policy: a preset keeps it.
   for (const Entry& e : entries) {
     if (e.key != "preset") continue;
-    if (e.value == "gpumem") base = AllocatorConfig::gpumem_defaults();
-    else if (e.value == "pytorch") base = AllocatorConfig::pytorch_defaults();
-    else bad_value(e.key, e.value, "gpumem or pytorch");
+    const std::size_t publish = base.publish_interval_ms;
+    if (e.value == "gpumem")
+      base = AllocatorConfig::gpumem_defaults();
+    else if (e.value == "pytorch")
+      base = AllocatorConfig::pytorch_defaults();
+    else
+      bad_value(e.key, e.value, "gpumem or pytorch");
+    base.publish_interval_ms = publish;
   }
   for (const Entry& e : entries)
     if (e.key != "preset") apply(base, e.key, e.value);
@@ -206,9 +217,9 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
 
 void validate(const AllocatorConfig& config) { check(config, "AllocatorConfig", /*by_key=*/false); }
 
-AllocatorConfig allocator_config_from_env() {
+AllocatorConfig allocator_config_from_env(AllocatorConfig base) {
   const char* text = std::getenv("GPUMEM_ALLOC_CONF");
-  return text ? parse_allocator_config(text) : AllocatorConfig::gpumem_defaults();
+  return text ? parse_allocator_config(text, base) : base;
 }
 
 std::string to_string(const AllocatorConfig& c) {
@@ -225,6 +236,7 @@ std::string to_string(const AllocatorConfig& c) {
                    c.release_before_new_peak);
   if (c.reserved_limit) s += ",reserved_limit_mb:" + mib(c.reserved_limit);
   if (c.history_capacity) s += fmt::format(",history:{}", c.history_capacity);
+  if (c.publish_interval_ms) s += fmt::format(",publish_interval_ms:{}", c.publish_interval_ms);
   return s;
 }
 

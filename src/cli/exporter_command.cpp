@@ -4,6 +4,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -36,7 +38,8 @@ Action add_exporter_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "exporter", "Serve device and allocator memory to Prometheus at /metrics (NVML and published allocator blocks)");
   struct Args {
-    std::string listen = ":9400", interval = "1s", simulate, capacity = "80GiB", config, blocks_dir = "/dev/shm";
+    std::string listen = ":9400", interval = "1s", simulate, capacity = "80GiB", config, blocks_dir = "/dev/shm",
+                blocks_prefix = "gpumem.";
     double speed = 1.0;
     bool once = false, no_dcgm = false;
   };
@@ -56,12 +59,19 @@ Action add_exporter_command(CLI::App& app) {
   cmd->add_flag("--once", args->once, "Collect once (after one interval with --simulate), print the metrics, exit");
   cmd->add_option("--blocks-dir", args->blocks_dir, "Where allocators' shared-memory blocks are (/dev/shm on Linux)")
       ->capture_default_str();
+  cmd->add_option("--blocks-prefix", args->blocks_prefix,
+                  "Read only blocks whose names start with this (and publish --simulate's under it)")
+      ->capture_default_str();
   return [args]() {
     monitor::ExporterOptions options;
     options.listen = args->listen;
     options.interval = interval_flag(args->interval);
     options.metrics.dcgm_names = !args->no_dcgm;
     options.read.directory = args->blocks_dir;
+    if (args->blocks_prefix.empty() || args->blocks_prefix.find('/') != std::string::npos) {
+      throw InputError(fmt::format("--blocks-prefix '{}': expected a non-empty name without '/'", args->blocks_prefix));
+    }
+    options.read.prefix = args->blocks_prefix;
 
     std::unique_ptr<monitor::GpuMemorySource> gpus;
     std::string gpu_note;
@@ -69,6 +79,7 @@ Action add_exporter_command(CLI::App& app) {
       monitor::SimulatedWorkloadOptions sim;
       sim.trace_path = args->simulate;
       sim.speed = args->speed;
+      sim.publish_name = fmt::format("/{}{}.{}", args->blocks_prefix, getpid(), sim.device);
       sim.capacity = parse_capacity_flag(args->capacity);
       if (!args->config.empty()) sim.config = alloc::parse_allocator_config(args->config);
       gpus = std::make_unique<monitor::SimulatedWorkload>(sim);

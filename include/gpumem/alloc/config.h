@@ -50,6 +50,12 @@ struct AllocatorConfig {
   std::size_t reserved_limit = 0;
   // Keep a ring buffer of this many events for history (0: off).
   std::size_t history_capacity = 0;
+  // Publish statistics in shared memory for `gpumem exporter` every this
+  // many milliseconds (0: off). Read by the owners of allocators that
+  // publish: the C API and the PyTorch plugin (which publishes every 5 ms
+  // unless told 0); a C++ caller makes a StatsPublisher itself. A preset
+  // leaves it as it was.
+  std::size_t publish_interval_ms = 0;
 
   // gpumem's defaults: PyTorch's sizes plus the high-water guard.
   static AllocatorConfig gpumem_defaults() { return {}; }
@@ -76,6 +82,7 @@ struct AllocatorConfig {
 // - oversize_slack over 0: 0 would refuse even an exact fit;
 // - garbage_collection_threshold in [0, 1) (0: off);
 // - history_capacity at most 2^28 (its ring buffer is allocated up front);
+// - publish_interval_ms at most 60000 (a minute: slower is not monitoring);
 // - round_bytes, the segment sizes, large_round and oversize_slack at most
 //   2^50 bytes (1 PiB), so the arithmetic on sizes cannot overflow.
 // small_size, min_large_alloc, large_split_remainder and reserved_limit are
@@ -87,13 +94,13 @@ void validate(const AllocatorConfig& config);
 // garbage_collection_threshold, expandable_segments (true/false),
 // release_before_new_peak, round_bytes, small_size_mb, small_segment_mb,
 // large_segment_mb, min_large_alloc_mb, large_round_mb,
-// large_split_remainder_mb, reserved_limit_mb, history. Unknown keys,
+// large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms. Unknown keys,
 // values that do not parse, and a result that fails validate() throw
 // InputError naming the key.
 AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig base = {});
 
-// Reads GPUMEM_ALLOC_CONF from the environment (defaults when unset).
-AllocatorConfig allocator_config_from_env();
+// Reads GPUMEM_ALLOC_CONF from the environment over `base` (base when unset).
+AllocatorConfig allocator_config_from_env(AllocatorConfig base = AllocatorConfig::gpumem_defaults());
 
 // The configuration as the string parse_allocator_config reads back.
 std::string to_string(const AllocatorConfig& config);

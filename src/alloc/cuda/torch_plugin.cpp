@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -26,6 +27,7 @@
 #include "gpumem/alloc/config.h"
 #include "gpumem/alloc/cuda.h"
 #include "gpumem/alloc/snapshot.h"
+#include "gpumem/alloc/stats_publisher.h"
 
 #define GPUMEM_TORCH_API extern "C" __attribute__((visibility("default")))
 
@@ -40,6 +42,7 @@ struct DeviceAllocator {
   std::unique_ptr<CudaVirtualMemory> vmm;
   std::unique_ptr<CudaEvents> events;
   std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<StatsPublisher> publisher;  // for `gpumem exporter`; null when off or refused
 };
 
 // Made once and never destroyed: PyTorch frees tensors during interpreter
@@ -85,7 +88,11 @@ DeviceAllocator& device_allocator(int device) {
   if (DeviceAllocator* existing = g_devices[device].load(std::memory_order_acquire)) return *existing;
   std::lock_guard lock(g_create_mutex);
   if (DeviceAllocator* existing = g_devices[device].load(std::memory_order_acquire)) return *existing;
-  const AllocatorConfig config = allocator_config_from_env();
+  // The plugin publishes for `gpumem exporter` unless told
+  // publish_interval_ms:0: a training job is what fleets monitor.
+  AllocatorConfig defaults = AllocatorConfig::gpumem_defaults();
+  defaults.publish_interval_ms = 5;
+  const AllocatorConfig config = allocator_config_from_env(defaults);
   auto made = std::make_unique<DeviceAllocator>();
   made->memory = std::make_unique<CudaDeviceResource>(device);
   if (config.expandable_segments) made->vmm = std::make_unique<CudaVirtualMemory>(device);
@@ -96,6 +103,17 @@ DeviceAllocator& device_allocator(int device) {
   upstream.events = made->events.get();
   upstream.capacity = made->memory->total_memory();
   made->allocator = std::make_unique<CachingAllocator>(upstream, config);
+  if (config.publish_interval_ms > 0) {
+    try {
+      made->publisher = std::make_unique<StatsPublisher>(
+          *made->allocator,
+          PublisherOptions{
+              .interval = std::chrono::milliseconds(config.publish_interval_ms), .device = device, .name = {}});
+    } catch (const std::exception& e) {
+      // Monitoring is not worth failing a training step for.
+      report("gpumem_torch (publishing statistics)", e.what());
+    }
+  }
   DeviceAllocator* result = made.release();
   g_devices[device].store(result, std::memory_order_release);
   return *result;
