@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpumem/gpumem.h"
 
@@ -120,6 +121,25 @@ static void test_bad_config(gpumem_device* device) {
   CHECK(strchr(gpumem_last_error(), '\n') == NULL);
   CHECK_STATUS(gpumem_allocator_create(device, "round_bytes:300", &a), GPUMEM_ERROR_INVALID_ARGUMENT);
   CHECK(contains(gpumem_last_error(), "round_bytes"));
+}
+
+/* publish_interval_ms makes the allocator publish its statistics for
+ * `gpumem exporter` in /dev/shm/gpumem.<pid>.0; one allocator per device and
+ * process publishes, and destroying it removes the block. */
+static void test_publishing(gpumem_device* device) {
+  char path[64];
+  snprintf(path, sizeof path, "/dev/shm/gpumem.%ld.0", (long)getpid());
+  gpumem_allocator* a = NULL;
+  gpumem_allocator* b = NULL;
+  CHECK_STATUS(gpumem_allocator_create(device, "publish_interval_ms:5", &a), GPUMEM_OK);
+  CHECK(access(path, F_OK) == 0);
+  CHECK_STATUS(gpumem_allocator_create(device, "publish_interval_ms:5", &b), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK(b == NULL);
+  CHECK(contains(gpumem_last_error(), "one allocator per device and process publishes"));
+  CHECK_STATUS(gpumem_allocator_create(device, "publish_interval_ms:0", &b), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_destroy(b), GPUMEM_OK);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+  CHECK(access(path, F_OK) != 0);
 }
 
 /* Configs the allocator's free index cannot serve are refused when the
@@ -304,6 +324,7 @@ int main(int argc, char** argv) {
   test_malloc_free_and_stats(device);
   test_invalid_pointers(device);
   test_bad_config(device);
+  test_publishing(device);
   test_invalid_configs(device);
   test_config_from_environment(device);
   test_out_of_memory(device);

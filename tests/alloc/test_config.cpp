@@ -74,6 +74,18 @@ TEST(AllocatorConfig, RoundTripsThroughToString) {
   EXPECT_EQ(back.max_split_size, 200 * kMiB);
 }
 
+TEST(AllocatorConfig, PublishIntervalSurvivesPresetsAndRoundTrips) {
+  AllocatorConfig base;
+  base.publish_interval_ms = 5;  // what the PyTorch plugin starts from
+  EXPECT_EQ(parse_allocator_config("preset:pytorch", base).publish_interval_ms, 5u);
+  EXPECT_EQ(parse_allocator_config("publish_interval_ms:0,preset:pytorch", base).publish_interval_ms, 0u);
+  const AllocatorConfig c = parse_allocator_config("publish_interval_ms:250");
+  EXPECT_EQ(c.publish_interval_ms, 250u);
+  EXPECT_EQ(parse_allocator_config(to_string(c)).publish_interval_ms, 250u);
+  EXPECT_NE(error_of("publish_interval_ms:60001").find("publish_interval_ms is 60001"), std::string::npos)
+      << error_of("publish_interval_ms:60001");
+}
+
 TEST(AllocatorConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of("max_split_size:128").find("unknown key 'max_split_size'"), std::string::npos);
   EXPECT_NE(error_of("max_split_size_mb:ten").find("key 'max_split_size_mb': bad value 'ten'"), std::string::npos);
@@ -121,8 +133,7 @@ TEST(AllocatorConfigValidation, IsAPublicFunction) {
     validate(c);
     FAIL() << "round_bytes 256 passed";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(),
-                 "AllocatorConfig: round_bytes is 256 bytes; it must be a power of two, at least 512");
+    EXPECT_STREQ(e.what(), "AllocatorConfig: round_bytes is 256 bytes; it must be a power of two, at least 512");
   }
 }
 
@@ -201,7 +212,11 @@ const BrokenField kBrokenFields[] = {
      "round_bytes is 4503599627370496 bytes"},
     {"SmallSegmentBelowSmallSize", [](AllocatorConfig& c) { c.small_size = 4 * kMiB; },
      "small_segment is 2097152 bytes; it must be at least small_size (4194304 bytes)"},
-    {"SmallSegmentNotAMultiple", [](AllocatorConfig& c) { c.small_segment = 2 * kMiB + 512; c.round_bytes = 1024; },
+    {"SmallSegmentNotAMultiple",
+     [](AllocatorConfig& c) {
+       c.small_segment = 2 * kMiB + 512;
+       c.round_bytes = 1024;
+     },
      "small_segment is 2097664 bytes"},
     {"LargeSegmentNotAMultiple", [](AllocatorConfig& c) { c.large_segment = 20 * kMiB + 100; },
      "large_segment is 20971620 bytes"},
