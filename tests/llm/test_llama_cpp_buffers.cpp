@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "gpumem/llm/llama_gguf.h"
@@ -57,7 +59,9 @@ const LlmModel& model_for(const nlohmann::json& shape) {
   static std::map<std::string, LlmModel> models;
   const std::string name = shape["name"];
   if (!models.count(name)) {
-    const std::string path = testing::TempDir() + "gpumem_llama_cpp_" + name + ".gguf";
+    // Per process: ctest runs this file's tests in parallel processes, and
+    // one's remove() must not pull the file from under another's load.
+    const std::string path = testing::TempDir() + "gpumem_llama_cpp_" + std::to_string(getpid()) + "_" + name + ".gguf";
     weights::write_gguf_sparse(path, llama_gguf(shape_of(shape)));
     models[name] = load_llm_model(path);
     std::filesystem::remove(path);
