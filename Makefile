@@ -40,7 +40,7 @@ tsan: deps
 	@cmake --build --preset tsan -j $(JOBS) --target alloc_tests alloc_adaptor_tests alloc_c_api_test
 	@ctest --preset tsan -j $(JOBS)
 
-# libFuzzer needs clang; see README "Fuzzing".
+# libFuzzer needs clang; see docs/developers.md.
 fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DGPUMEM_FUZZ=ON -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_BUILD_BENCH=OFF
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader fuzz_plan_csv fuzz_allocator fuzz_chrome_trace fuzz_pickle fuzz_gzip fuzz_gguf fuzz_safetensors fuzz_request_trace

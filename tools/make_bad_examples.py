@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes examples/bad/: inputs the README's error examples run on.
+"""Writes examples/bad/: inputs the error examples of docs/inspect.md run on.
 
 Run with Debian's interpreter (python3-onnx): /usr/bin/python3 tools/make_bad_examples.py
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exports a model with dynamic axes, as the README's "From PyTorch" section
+"""Exports a model with dynamic axes, as docs/pytorch.md ("From PyTorch")
 shows: each named dynamic axis becomes a symbolic dimension of the ONNX
 graph, which `gpumem inspect --dim NAME=VALUE` binds.
 
