@@ -62,6 +62,14 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
     report.naive_bytes = buffers.naive_bytes;
     report.in_place_tensors = buffers.in_place_tensors;
     report.in_place_bytes = buffers.in_place_bytes;
+    for (const std::vector<int>& held : buffers.tensors) {
+      std::string what;
+      for (std::size_t i = 0; i < held.size(); ++i) {
+        const Tensor& t = inspected.model.graph.tensors[static_cast<std::size_t>(held[i])];
+        what += (i ? "; then in place: " : "") + t.name + " " + t.shape_string() + " " + std::string(dtype_name(t.dtype));
+      }
+      report.buffer_details.push_back(what.empty() ? "a subgraph's peak" : what);
+    }
     report.weight_bytes = inspected.memory.weights.resident.bytes;
     report.overhead_bytes = request.overhead_bytes;
     // The arena gets what the weights and the runtime leave of the capacity.

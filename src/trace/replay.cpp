@@ -75,9 +75,11 @@ std::vector<Step> steps_of(const Lifetimes& lifetimes, std::size_t events) {
 }
 
 PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, const std::string& name,
-                 std::size_t capacity) {
+                 std::size_t capacity, std::size_t events = 0, std::size_t timeline_columns = 0) {
   PolicyResult r;
   r.name = name;
+  const bool timeline = timeline_columns > 0;
+  if (timeline) r.reserved_timeline = Envelope(0, static_cast<std::int64_t>(events), timeline_columns);
   auto start = std::chrono::steady_clock::now();
   SimulatedDevice device({.capacity = capacity ? capacity : kUnlimited});
   {
@@ -92,6 +94,10 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
         policy->deallocate(ptrs[s.allocation], bytes, a.stream);
         ptrs[s.allocation] = nullptr;
         live -= a.size;
+        if (timeline) {
+          r.reserved_timeline.add(static_cast<std::int64_t>(a.free_event),
+                                  static_cast<std::int64_t>(device.physical_used()));
+        }
         continue;
       }
       try {
@@ -105,6 +111,7 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
       // While reservation stays at its peak, the most it held is what
       // counts: a cache reserved early fills up later.
       std::size_t reserved = device.physical_used();
+      if (timeline) r.reserved_timeline.add(static_cast<std::int64_t>(a.alloc_event), static_cast<std::int64_t>(reserved));
       if (reserved > peak) {
         peak = reserved;
         r.allocated_at_peak = live;
@@ -178,9 +185,19 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
       break;
     }
   }
+  if (options.timeline_columns > 0) {
+    report.allocated_timeline = Envelope(0, static_cast<std::int64_t>(report.events), options.timeline_columns);
+    std::int64_t allocated = 0;
+    for (const Step& s : steps) {
+      const Allocation& a = lifetimes.allocations[s.allocation];
+      allocated += s.free ? -a.size : a.size;
+      report.allocated_timeline.add(static_cast<std::int64_t>(s.free ? a.free_event : a.alloc_event), allocated);
+    }
+  }
   if (!lifetimes.allocations.empty())
     report.live_at_peak = live_by_label(trace, lifetimes, report.traced_peak_event, 10);
-  for (const std::string& n : names) report.policies.push_back(run(lifetimes, steps, n, options.capacity));
+  for (const std::string& n : names)
+    report.policies.push_back(run(lifetimes, steps, n, options.capacity, report.events, options.timeline_columns));
   report.current_policy = options.current_policy.empty() ? recorded_policy(trace) : options.current_policy;
   report.advice = advise(report);
 
@@ -191,6 +208,7 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
     report.optimal_arena = best.plan.arena;
     report.optimal_proven = best.optimal;
     report.optimal_seconds = best.seconds;
+    if (options.timeline_columns > 0) report.optimal_offsets = best.plan.offsets;
   }
   return report;
 }

@@ -32,6 +32,9 @@ struct PlanReport {
   int in_place_tensors = 0;
   uint64_t in_place_bytes = 0;
   int64_t arena_without_in_place = 0;  // the same solver without in-place reuse
+  // Per buffer: the tensors it holds, "name [shape] dtype", those that
+  // reuse it in place after "; then in place: "; "a subgraph's peak".
+  std::vector<std::string> buffer_details;
   uint64_t weight_bytes = 0;           // resident weights
   uint64_t overhead_bytes = 0;         // as requested
   // What the device must hold: the arena, plus for models the resident

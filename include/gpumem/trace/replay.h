@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/common/envelope.h"
 #include "gpumem/trace/lifetimes.h"
 #include "gpumem/trace/trace.h"
 #include "gpumem/trace/trace_stats.h"
@@ -30,6 +31,9 @@ struct PolicyResult {
   std::optional<std::size_t> oom_at_event;  // first event the policy could not serve
   std::string oom_message;
   double seconds = 0;                // replay time
+  // With ReplayOptions::timeline_columns: reserved bytes over the event
+  // index, as the lowest and highest of each column.
+  Envelope reserved_timeline;
 };
 
 // A policy that would have done better than the one the trace was recorded
@@ -53,6 +57,9 @@ struct ReplayOptions {
   double optimal_time_limit = 5.0;    // seconds for the planner; 0 skips it
   bool strict = false;
   std::optional<std::int32_t> device; // default: busiest_device()
+  // Over 0: keep reserved and allocated bytes over time in this many
+  // columns, and the optimal plan's offsets, for pictures (HTML reports).
+  std::size_t timeline_columns = 0;
 };
 
 struct ReplayReport {
@@ -77,6 +84,11 @@ struct ReplayReport {
   std::vector<PolicyResult> policies;
   std::string current_policy;  // empty: none (no advice)
   std::vector<Advice> advice;  // best first: fits, then saves the most
+  // With ReplayOptions::timeline_columns: the trace's allocated bytes over
+  // the event index (baseline left out), and the planner's offset for each
+  // allocation (in Lifetimes order; empty when the planner was skipped).
+  Envelope allocated_timeline;
+  std::vector<std::int64_t> optimal_offsets;
 };
 
 // How a user selects a policy ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").
