@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-testdata
   prometheus-cpp-dev libcurl4-openssl-dev prometheus
+  chromium
 )
 
 missing=()

@@ -20,5 +20,6 @@ Action add_quantize_command(CLI::App& app);
 Action add_llm_command(CLI::App& app);
 Action add_serve_sim_command(CLI::App& app);
 Action add_exporter_command(CLI::App& app);
+Action add_report_command(CLI::App& app);
 
 }  // namespace gpumem::cli

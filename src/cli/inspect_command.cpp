@@ -7,9 +7,11 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/html_flag.h"
 #include "cli/model_flags.h"
 #include "cli/size_flag.h"
 #include "gpumem/plan/inference_need.h"
+#include "gpumem/report/html_reports.h"
 #include "gpumem/report/inspect_report.h"
 
 namespace gpumem::cli {
@@ -20,7 +22,7 @@ Action add_inspect_command(CLI::App& app) {
     std::string model;
     ModelFlags flags;
     int top = 10;
-    std::string overhead;
+    std::string overhead, html;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -30,6 +32,7 @@ Action add_inspect_command(CLI::App& app) {
   cmd->add_option("--overhead", args->overhead,
                   "The runtime's own memory (CUDA context, workspaces), added to what inference needs");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/inspect.md)");
+  add_html_flag(*cmd, args->html);
 
   return [args]() {
     InspectOptions options = to_inspect_options(args->flags);
@@ -42,6 +45,7 @@ Action add_inspect_command(CLI::App& app) {
     } else {
       std::fputs(render_inspect_text(result, report).c_str(), stdout);
     }
+    if (!args->html.empty()) write_html(args->html, report::model_html(result, nullptr));
     return 0;
   };
 }

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   const gpumem::cli::Action llm = gpumem::cli::add_llm_command(app);
   const gpumem::cli::Action serve_sim = gpumem::cli::add_serve_sim_command(app);
   const gpumem::cli::Action exporter = gpumem::cli::add_exporter_command(app);
+  const gpumem::cli::Action report = gpumem::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("llm")) return llm();
     if (app.got_subcommand("serve-sim")) return serve_sim();
     if (app.got_subcommand("exporter")) return exporter();
+    if (app.got_subcommand("report")) return report();
   } catch (const gpumem::InputError& e) {
     std::fprintf(stderr, "gpumem: error: %s\n", e.what());
     return gpumem::kExitBadInput;

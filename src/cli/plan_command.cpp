@@ -12,6 +12,8 @@
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
 #include "gpumem/plan/csv.h"
+#include "cli/html_flag.h"
+#include "gpumem/report/html_reports.h"
 #include "gpumem/report/plan_report.h"
 
 namespace gpumem::cli {
@@ -27,7 +29,7 @@ Action add_plan_command(CLI::App& app) {
     double time_limit = 10.0;
     std::string solver = "auto";
     int64_t alignment = 0;
-    std::string out;
+    std::string out, html;
     bool json = false;
     bool no_in_place = false;
     bool minimize = false;
@@ -51,6 +53,7 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--alignment", args->alignment, "Align every offset to this many bytes")->check(kPositiveInteger);
   cmd->add_option("--out", args->out, "Write the plan as CSV (the input's columns plus offset)");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/plan.md)");
+  add_html_flag(*cmd, args->html);
   cmd->add_flag("--no-inplace", args->no_in_place, "Models: never write an output over a dying input");
   cmd->add_option("--threads", args->threads, "Threads for the exact search (default: the machine's, at most 4)")
       ->check(kNonNegativeInteger);
@@ -92,6 +95,7 @@ Action add_plan_command(CLI::App& app) {
     } else {
       std::fputs(render_plan_text(report).c_str(), stdout);
     }
+    if (!args->html.empty()) write_html(args->html, report::plan_html(report));
     return report.fits ? kExitOk : kExitDoesNotFit;
   };
 }

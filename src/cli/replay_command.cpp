@@ -8,9 +8,11 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/html_flag.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
+#include "gpumem/report/html_reports.h"
 #include "gpumem/report/trace_report.h"
 #include "gpumem/trace/replay.h"
 
@@ -27,14 +29,15 @@ Action add_replay_command(CLI::App& app) {
     bool strict = false;
     double time_limit = 5.0;
     int device = -2;
-    std::string current;
+    std::string current, html;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("TRACE", args->input, "Any trace gpumem reads (see `gpumem trace stats`)")->required();
   add_list_option(*cmd, "--policy", args->policies,
                   "gpumem | gpumem-expandable | pytorch | pytorch-expandable | bfc | rmm-pool (default: all)", "NAME");
   cmd->add_option("--capacity", args->capacity, "Device memory (e.g. 80GiB): report where each policy runs out");
-  cmd->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/trace.md)");
+  add_html_flag(*cmd, args->html);
   cmd->add_flag("--strict", args->strict, "Fail on the first event that makes no sense instead of skipping it");
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the planner's optimum (0 skips it; default 5)")
       ->check(kNonNegativeNumber);
@@ -55,7 +58,9 @@ Action add_replay_command(CLI::App& app) {
     options.current_policy = args->current;
     if (args->device != -2) options.device = args->device;
     if (!args->capacity.empty()) options.capacity = parse_capacity_flag(args->capacity);
+    if (!args->html.empty()) options.timeline_columns = report::kHtmlColumns;
     const trace::ReplayReport report = trace::replay(t, options);
+    if (!args->html.empty()) write_html(args->html, report::trace_html(t, nullptr, &report));
     if (args->json)
       std::printf("%s\n", replay_to_json(report).dump(2).c_str());
     else {

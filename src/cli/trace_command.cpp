@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/html_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/plan/csv.h"
+#include "gpumem/report/html_reports.h"
 #include "gpumem/report/trace_report.h"
 #include "gpumem/trace/formats.h"
 #include "gpumem/trace/lifetimes.h"
@@ -25,12 +27,14 @@ Action add_trace_command(CLI::App& app) {
     int device = -2;  // -2: the busiest device
     std::string to;
     std::string out;
+    std::string html;
   };
   auto args = std::make_shared<Args>();
   auto* stats = cmd->add_subcommand("stats", "Peak, largest and never-freed allocations, growth per iteration");
   stats->add_option("TRACE", args->input, "PyTorch snapshot pickle, torch.profiler JSON, RMM log, gpumem history or MiniMalloc CSV")
       ->required();
-  stats->add_flag("--json", args->json, "Print one JSON document (schema in the README)");
+  stats->add_flag("--json", args->json, "Print one JSON document (schema in docs/trace.md)");
+  add_html_flag(*stats, args->html);
   stats->add_flag("--strict", args->strict, "Fail on the first event that makes no sense instead of skipping it");
   stats->add_option("--device", args->device, "Device to analyse (default: the one with the most allocations)");
   auto* convert = cmd->add_subcommand("convert", "Write the trace in another format");
@@ -53,6 +57,7 @@ Action add_trace_command(CLI::App& app) {
       const trace::TraceStats s = trace::trace_stats(t, lifetimes);
       if (args->json) std::printf("%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
       else std::fputs(render_trace_stats_text(s, args->input).c_str(), stdout);
+      if (!args->html.empty()) write_html(args->html, report::trace_html(t, &s, nullptr));
       return kExitOk;
     }
     std::ostringstream out;

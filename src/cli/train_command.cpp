@@ -7,8 +7,10 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/html_flag.h"
 #include "cli/model_flags.h"
 #include "cli/step_flags.h"
+#include "gpumem/report/html_reports.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/trace/formats.h"
 
@@ -22,6 +24,7 @@ Action add_train_command(CLI::App& app) {
     StepFlags step_flags;
     std::string loss = "cross-entropy", grads = "set-to-none", step = "steady", foreach, frozen, trace_out;
     std::vector<std::string> checkpoint;
+    std::string html;
     int top = 10;
     bool json = false;
   };
@@ -44,6 +47,7 @@ Action add_train_command(CLI::App& app) {
   cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
       ->check(kNonNegativeInteger);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/train.md)");
+  add_html_flag(*cmd, args->html);
   cmd->add_option("--trace", args->trace_out,
                   "Write the predicted step as a gpumem trace (replay it, or convert it for memory_viz)");
 
@@ -72,6 +76,7 @@ Action add_train_command(CLI::App& app) {
     } else {
       std::fputs(render_train_text(step, args->top).c_str(), stdout);
     }
+    if (!args->html.empty()) write_html(args->html, report::train_html(step));
     return 0;
   };
 }

@@ -1,0 +1,39 @@
+// `gpumem report`: which page an input gets, and the analyses behind it.
+#include <algorithm>
+#include <cctype>
+
+#include "gpumem/report/html_reports.h"
+#include "gpumem/trace/lifetimes.h"
+
+namespace gpumem::report {
+namespace {
+
+bool is_onnx(const std::string& path) {
+  std::string lower = path;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.size() >= 5 && lower.compare(lower.size() - 5, 5, ".onnx") == 0;
+}
+
+}  // namespace
+
+std::string report_html(const std::string& input, const HtmlRequest& request) {
+  if (is_onnx(input)) {
+    const InspectResult inspected = inspect_model(input, request.model);
+    plan::PlanRequest plan_request;
+    plan_request.model = request.model;
+    plan_request.solve.time_limit_seconds = request.time_limit;
+    const plan::PlanReport plan = plan::plan_file(input, plan_request);
+    return model_html(inspected, &plan);
+  }
+  const trace::Trace t = trace::read_trace(input);
+  trace::require_memory_events(t, /*history_needed=*/true);
+  const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, trace::busiest_device(t), /*strict=*/false);
+  const trace::TraceStats stats = trace::trace_stats(t, lifetimes);
+  trace::ReplayOptions options;
+  options.optimal_time_limit = request.time_limit;
+  options.timeline_columns = kHtmlColumns;
+  const trace::ReplayReport replay = trace::replay(t, options);
+  return trace_html(t, &stats, &replay);
+}
+
+}  // namespace gpumem::report

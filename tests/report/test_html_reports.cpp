@@ -1,0 +1,158 @@
+// HTML reports: the envelope that keeps them small, the pages' structure,
+// and each page loaded in a real browser (headless Chromium), which must run
+// its script without an error, request nothing, and show what it should.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "gpumem/common/envelope.h"
+#include "gpumem/report/html.h"
+#include "gpumem/report/html_reports.h"
+#include "gpumem/trace/replay.h"
+#include "gpumem/train/training_step.h"
+#include "report/browser.h"
+#include "test_paths.h"
+
+namespace gpumem::test {
+namespace {
+
+TEST(Envelope, EachColumnHoldsTheLowestAndHighestOfItsPoints) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 50; ++round) {
+    const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 5000);
+    const std::size_t columns = 1 + rng() % 300;
+    Envelope e(0, n, columns);
+    std::vector<std::int64_t> y(static_cast<std::size_t>(n));
+    for (std::int64_t x = 0; x < n; ++x) {
+      y[static_cast<std::size_t>(x)] = static_cast<std::int64_t>(rng() % 1000) - 500;
+      e.add(x, y[static_cast<std::size_t>(x)]);
+    }
+    const auto cols = e.filled();
+    ASSERT_EQ(cols.size(), std::min<std::size_t>(columns, static_cast<std::size_t>(n)));
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      const std::int64_t from = e.column_begin(c), to = c + 1 < cols.size() ? e.column_begin(c + 1) : n;
+      ASSERT_LT(from, to) << "every column holds at least one x when there are no more columns than x";
+      const auto [lo, hi] = std::minmax_element(y.begin() + from, y.begin() + to);
+      // The carried value from the column before joins a column's band.
+      const std::int64_t carried = c == 0 ? 0 : y[static_cast<std::size_t>(from - 1)];
+      EXPECT_EQ(cols[c].low, std::min(*lo, carried)) << "column " << c;
+      EXPECT_EQ(cols[c].high, std::max(*hi, carried)) << "column " << c;
+      EXPECT_EQ(cols[c].last, y[static_cast<std::size_t>(to - 1)]);
+    }
+  }
+}
+
+TEST(Envelope, EmptyColumnsCarryTheValueBefore) {
+  Envelope e(0, 1000, 10);
+  e.add(5, 40);
+  e.add(950, 7);
+  const auto cols = e.filled(3);
+  EXPECT_EQ(cols[0].low, 3);
+  EXPECT_EQ(cols[0].high, 40);
+  for (std::size_t c = 1; c < 9; ++c) EXPECT_EQ(cols[c].low, 40) << c;
+  EXPECT_EQ(cols[9].low, 7);
+  EXPECT_EQ(cols[9].high, 40);
+}
+
+TEST(HtmlDocument, EscapesAndForbidsEveryRequest) {
+  report::html::Document doc("a <b> & \"c\"");
+  doc.paragraph("<script>alert(1)</script>");
+  const std::string page = doc.html();
+  EXPECT_EQ(page.find("<script>alert"), std::string::npos);
+  EXPECT_NE(page.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(page.find("Content-Security-Policy\" content=\"default-src 'none'"), std::string::npos);
+  EXPECT_EQ(page.find("://"), std::string::npos) << "no address of anything to load";
+}
+
+std::string write_page(const std::string& name, const std::string& html) {
+  const std::string path = testing::TempDir() + std::to_string(getpid()) + "_" + name + ".html";
+  std::ofstream(path, std::ios::binary) << html;
+  return path;
+}
+
+// Where the screenshots go: beside the test's other files, or to
+// GPUMEM_SCREENSHOT_DIR (tools/report_screenshots.sh sets it for docs/images).
+std::string screenshot_path(const std::string& name) {
+  const char* dir = std::getenv("GPUMEM_SCREENSHOT_DIR");
+  return (dir ? std::string(dir) + "/" : testing::TempDir() + std::to_string(getpid()) + "_") + name + ".png";
+}
+
+// The browser ran the page's script to its end, saw no error and blocked
+// no request.
+void expect_clean(const BrowserRun& run, const std::string& what) {
+  EXPECT_NE(run.dom.find("data-gpumem-ready=\"1\""), std::string::npos) << what << ": the script did not finish";
+  EXPECT_NE(run.dom.find("<div id=\"gpumem-errors\" role=\"alert\" hidden=\"\"></div>"), std::string::npos)
+      << what << ": the page reported errors";
+  for (const std::string& line : run.console) ADD_FAILURE() << what << ": console: " << line;
+}
+
+class HtmlInBrowser : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_chromium()) GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  }
+};
+
+TEST_F(HtmlInBrowser, ABrokenPageIsCaught) {
+  // The harness itself: a script error and a request for an image on the
+  // network must both be seen, or the tests below prove nothing.
+  report::html::Document doc("broken");
+  std::string page = doc.html();
+  page.insert(page.find("</body>"), "<img src=\"http://example.invalid/x.png\"><script>undefinedFunction();</script>");
+  const BrowserRun run = load_page(write_page("broken", page));
+  EXPECT_NE(run.dom.find("blocked: http://example.invalid/x.png"), std::string::npos) << run.dom;
+  EXPECT_NE(run.dom.find("undefinedFunction is not defined"), std::string::npos);
+  EXPECT_FALSE(run.console.empty()) << "Chromium reports the uncaught error on its console";
+}
+
+TEST_F(HtmlInBrowser, ModelPageDrawsOneRectanglePerPlannedBuffer) {
+  const std::string model = model_path("mobilenet_v2").string();
+  const InspectResult inspected = inspect_model(model);
+  plan::PlanRequest request;
+  request.solve.time_limit_seconds = 1;
+  const plan::PlanReport plan = plan::plan_file(model, request);
+  const BrowserRun run = load_page(write_page("model", report::model_html(inspected, &plan)), screenshot_path("model"));
+  expect_clean(run, "model page");
+  EXPECT_EQ(count(run.dom, "<rect class=\"buffer "), plan.problem.buffers.size());
+  EXPECT_EQ(count(run.dom, "data-series=\"live activations\""), 1u);
+  EXPECT_NE(run.dom.find("peak: 9.19 MiB"), std::string::npos);
+}
+
+TEST_F(HtmlInBrowser, TracePageDrawsOneLinePerPolicy) {
+  const trace::Trace t = trace::read_trace(trace_path("resnet18_adamw_3iter.json.gz"));
+  const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, trace::busiest_device(t), false);
+  const trace::TraceStats stats = trace::trace_stats(t, lifetimes);
+  trace::ReplayOptions options;
+  options.timeline_columns = report::kHtmlColumns;
+  options.optimal_time_limit = 2;
+  const trace::ReplayReport replay = trace::replay(t, options);
+  const BrowserRun run =
+      load_page(write_page("trace", report::trace_html(t, &stats, &replay)), screenshot_path("trace"));
+  expect_clean(run, "trace page");
+  for (const std::string& policy : trace::policy_names()) {
+    EXPECT_EQ(count(run.dom, "data-series=\"" + policy + " reserved\""), 1u) << policy;
+  }
+  EXPECT_EQ(count(run.dom, "data-series=\"allocated\""), 1u);
+  EXPECT_EQ(count(run.dom, "data-series=\"optimal arena\""), 1u);
+  // The arena draws the largest buffers one by one and says how many.
+  EXPECT_EQ(count(run.dom, "<rect class=\"buffer "), std::min(lifetimes.allocations.size(), report::kHtmlMaxRects));
+  EXPECT_NE(run.dom.find("The 2,000 largest of 4,413 buffers"), std::string::npos);
+  EXPECT_NE(run.dom.find("<h2>What was never freed</h2>"), std::string::npos);
+}
+
+TEST_F(HtmlInBrowser, TrainingPageStacksEveryCategory) {
+  train::TrainOptions options;
+  const train::TrainingStep step =
+      train::predict_training_step((source_dir() / "tests/data/train/gpt_adam.onnx").string(), options);
+  const BrowserRun run = load_page(write_page("train", report::train_html(step)), screenshot_path("train"));
+  expect_clean(run, "training page");
+  EXPECT_EQ(count(run.dom, "<path class=\"area "), static_cast<std::size_t>(train::kCategories));
+  EXPECT_NE(run.dom.find(">backward</text>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumem::test
