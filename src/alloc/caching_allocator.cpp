@@ -44,11 +44,11 @@ class CachingAllocator::Impl {
  public:
   Impl(Upstream upstream, const AllocatorConfig& config, const TagTable& tags)
       : up_(upstream), config_(config), tags_(tags), history_(config.history_capacity) {
-    if (!up_.memory && !config_.expandable_segments)
-      throw InputError("caching allocator: no upstream memory resource");
+    if (!up_.memory && !config_.expandable_segments) throw InputError("caching allocator: no upstream memory resource");
     if (config_.expandable_segments && !up_.vmm)
-      throw InputError("GPUMEM_ALLOC_CONF: expandable_segments needs an upstream with virtual memory "
-                       "(CUDA VMM or the simulated device)");
+      throw InputError(
+          "GPUMEM_ALLOC_CONF: expandable_segments needs an upstream with virtual memory "
+          "(CUDA VMM or the simulated device)");
     if (up_.capacity == 0 && up_.vmm) up_.capacity = up_.vmm->physical_capacity();
     limit_ = config_.reserved_limit ? config_.reserved_limit : SIZE_MAX;
     stats_.max_split_size = config_.max_split_size == SIZE_MAX ? -1 : i64(config_.max_split_size);
@@ -115,8 +115,8 @@ class CachingAllocator::Impl {
     decrease(stats_.requested_bytes, kind, i64(block->requested));
     if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
 
-    if (stream != own && std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
-                             block->stream_uses.end())
+    if (stream != own &&
+        std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end())
       block->stream_uses.push_back(stream);
     history_.record(HistoryAction::kFreeRequested, block->address, block->size, block->size, own, block->tag);
     if (block->stream_uses.empty() || !up_.events) {
@@ -202,9 +202,9 @@ class CachingAllocator::Impl {
   };
 
   std::vector<StatArray*> stat_arrays() {
-    return {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
-            &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-            &stats_.inactive_split_bytes, &stats_.requested_bytes};
+    return {&stats_.allocation,      &stats_.segment,        &stats_.active,       &stats_.inactive_split,
+            &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes, &stats_.inactive_split_bytes,
+            &stats_.requested_bytes};
   }
 
   Pool& pool_for(StreamId stream, PoolKind kind) {
@@ -496,26 +496,30 @@ class CachingAllocator::Impl {
   }
 
   // Unmaps the mapped granules in [first, last); returns the bytes unmapped.
+  // The free tail of a range can span millions of unmapped granules: runs
+  // are found with std::find over the flags (a memchr), not granule by
+  // granule.
   std::size_t unmap_range(Segment& s, std::uintptr_t first, std::uintptr_t last) {
     const std::size_t g = up_.vmm->granularity();
     first = std::max(first, s.base);
     last = std::min(last, s.base + s.size);
+    if (first >= last || s.mapped_bytes == 0) return 0;
+    const auto begin = s.mapped.begin();
+    const auto end = begin + long((last - s.base + g - 1) / g);
     std::size_t total = 0;
-    for (std::uintptr_t a = first; a < last;) {
-      if (!s.mapped[(a - s.base) / g]) {
-        a += g;
-        continue;
-      }
-      std::uintptr_t run_end = a;
-      while (run_end < last && s.mapped[(run_end - s.base) / g]) run_end += g;
-      up_.vmm->unmap(a, run_end - a);
-      std::fill(s.mapped.begin() + long((a - s.base) / g), s.mapped.begin() + long((run_end - s.base) / g), 0);
-      s.mapped_bytes -= run_end - a;
-      total += run_end - a;
+    for (auto at = std::find(begin + long((first - s.base) / g), end, std::uint8_t{1}); at != end;
+         at = std::find(at, end, std::uint8_t{1})) {
+      const auto run_end = std::find(at, end, std::uint8_t{0});
+      const std::uintptr_t a = s.base + std::size_t(at - begin) * g;
+      const std::uintptr_t bytes = std::size_t(run_end - at) * g;
+      up_.vmm->unmap(a, bytes);
+      std::fill(at, run_end, std::uint8_t{0});
+      s.mapped_bytes -= bytes;
+      total += bytes;
       ++stats_.num_device_free;
-      decrease(stats_.reserved_bytes, s.pool->kind, i64(run_end - a));
-      history_.record(HistoryAction::kSegmentUnmap, a, run_end - a, run_end - a, s.pool->stream, kNoTag);
-      a = run_end;
+      decrease(stats_.reserved_bytes, s.pool->kind, i64(bytes));
+      history_.record(HistoryAction::kSegmentUnmap, a, bytes, bytes, s.pool->stream, kNoTag);
+      at = run_end;
     }
     return total;
   }
@@ -563,8 +567,10 @@ class CachingAllocator::Impl {
       std::sort(candidates.begin(), candidates.end(), [](Block* a, Block* b) { return a->size > b->size; });
     for (Block* b : candidates) {
       if (reserved() <= target) break;
-      if (b->segment->expandable) unmap_free_block(b);
-      else release_segment(b->segment);
+      if (b->segment->expandable)
+        unmap_free_block(b);
+      else
+        release_segment(b->segment);
     }
   }
 
