@@ -57,7 +57,7 @@ Action add_trace_command(CLI::App& app) {
       const trace::TraceStats s = trace::trace_stats(t, lifetimes);
       if (args->json) std::printf("%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
       else std::fputs(render_trace_stats_text(s, args->input).c_str(), stdout);
-      if (!args->html.empty()) write_html(args->html, report::trace_html(t, &s, nullptr));
+      if (!args->html.empty()) write_html(args->html, report::trace_html(t, &s, nullptr, &lifetimes));
       return kExitOk;
     }
     std::ostringstream out;

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -111,7 +113,8 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
       // While reservation stays at its peak, the most it held is what
       // counts: a cache reserved early fills up later.
       std::size_t reserved = device.physical_used();
-      if (timeline) r.reserved_timeline.add(static_cast<std::int64_t>(a.alloc_event), static_cast<std::int64_t>(reserved));
+      if (timeline)
+        r.reserved_timeline.add(static_cast<std::int64_t>(a.alloc_event), static_cast<std::int64_t>(reserved));
       if (reserved > peak) {
         peak = reserved;
         r.allocated_at_peak = live;
@@ -125,8 +128,9 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
     // calls made while replaying.
     r.upstream_calls = device.counters().upstream_calls();
     for (std::size_t i = 0; i < ptrs.size(); ++i)
-      if (ptrs[i]) policy->deallocate(ptrs[i], static_cast<std::size_t>(lifetimes.allocations[i].size),
-                                      lifetimes.allocations[i].stream);
+      if (ptrs[i])
+        policy->deallocate(ptrs[i], static_cast<std::size_t>(lifetimes.allocations[i].size),
+                           lifetimes.allocations[i].stream);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
@@ -135,8 +139,8 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
 }  // namespace
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"gpumem", "gpumem-expandable", "pytorch",
-                                                 "pytorch-expandable", "bfc", "rmm-pool"};
+  static const std::vector<std::string> names = {"gpumem", "gpumem-expandable", "pytorch", "pytorch-expandable",
+                                                 "bfc",    "rmm-pool"};
   return names;
 }
 
@@ -196,8 +200,23 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   }
   if (!lifetimes.allocations.empty())
     report.live_at_peak = live_by_label(trace, lifetimes, report.traced_peak_event, 10);
-  for (const std::string& n : names)
-    report.policies.push_back(run(lifetimes, steps, n, options.capacity, report.events, options.timeline_columns));
+  // Policies are independent (each its own simulated device over the same
+  // read-only steps): one thread each.
+  report.policies.resize(names.size());
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> failures(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        report.policies[i] = run(lifetimes, steps, names[i], options.capacity, report.events, options.timeline_columns);
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
   report.current_policy = options.current_policy.empty() ? recorded_policy(trace) : options.current_policy;
   report.advice = advise(report);
 

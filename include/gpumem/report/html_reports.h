@@ -24,8 +24,10 @@ std::string model_html(const InspectResult& inspected, const plan::PlanReport* p
 std::string plan_html(const plan::PlanReport& plan);
 // A trace: allocated bytes over time, what stayed, the iterations; with a
 // replay (made with ReplayOptions::timeline_columns), each policy's reserved
-// bytes and the optimal arena as a picture.
-std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats, const trace::ReplayReport* replay);
+// bytes and the optimal arena as a picture. `lifetimes`, when given, are
+// the trace's on the device reported (else they are extracted again).
+std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats, const trace::ReplayReport* replay,
+                       const trace::Lifetimes* lifetimes = nullptr);
 // A training step: live bytes stacked by what they are, across the phases.
 std::string train_html(const train::TrainingStep& step);
 

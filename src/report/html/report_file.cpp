@@ -33,7 +33,7 @@ std::string report_html(const std::string& input, const HtmlRequest& request) {
   options.optimal_time_limit = request.time_limit;
   options.timeline_columns = kHtmlColumns;
   const trace::ReplayReport replay = trace::replay(t, options);
-  return trace_html(t, &stats, &replay);
+  return trace_html(t, &stats, &replay, &lifetimes);
 }
 
 }  // namespace gpumem::report

@@ -49,10 +49,13 @@ Envelope allocated_over_time(const trace::Lifetimes& lifetimes, std::size_t even
 
 }  // namespace
 
-std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats, const trace::ReplayReport* replay) {
+std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats, const trace::ReplayReport* replay,
+                       const trace::Lifetimes* given) {
   Document doc("Memory trace " + trace.source);
   const std::int32_t device = replay ? replay->device : stats ? stats->device : trace::busiest_device(trace);
-  const trace::Lifetimes lifetimes = trace::extract_lifetimes(trace, device, /*strict=*/false);
+  const trace::Lifetimes extracted =
+      given && given->device == device ? trace::Lifetimes{} : trace::extract_lifetimes(trace, device, /*strict=*/false);
+  const trace::Lifetimes& lifetimes = given && given->device == device ? *given : extracted;
   std::vector<std::pair<std::string, std::string>> facts = {
       {"trace", trace.source},
       {"format", trace.format},
