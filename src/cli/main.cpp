@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/parse_errors.h"
 #include "gpumem/common/error.h"
+#include "gpumem/common/progress.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"gpumem: make GPU memory go further for deep-learning training and inference"};
@@ -27,6 +28,10 @@ int main(int argc, char** argv) {
   const gpumem::cli::Action serve_sim = gpumem::cli::add_serve_sim_command(app);
   const gpumem::cli::Action exporter = gpumem::cli::add_exporter_command(app);
   const gpumem::cli::Action report = gpumem::cli::add_report_command(app);
+  // A progress bar for long work, on a terminal only, and never with --json.
+  bool json = false;
+  for (int i = 1; i < argc; ++i) json = json || std::string(argv[i]) == "--json";
+  gpumem::set_progress_enabled(!json);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "gpumem/common/error.h"
+#include "gpumem/common/progress.h"
 #include "gpumem/plan/csv.h"
 #include "gpumem/plan/model_plan.h"
 
@@ -22,6 +23,13 @@ bool is_csv_path(const std::string& path) {
 }
 
 namespace {
+
+// The search runs up to its time limit: the bar is the share of it spent.
+SolveResult solve_with_progress(const Problem& problem, const SolveOptions& options) {
+  const Progress progress =
+      Progress::timed(fmt::format("planning {} buffers", problem.buffers.size()), options.time_limit_seconds);
+  return solve(problem, options);
+}
 
 void apply_alignment(Problem& problem, std::optional<int64_t> alignment) {
   if (!alignment) return;
@@ -49,7 +57,7 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
       }
     }
     try {
-      report.result = solve(report.problem, request.solve);
+      report.result = solve_with_progress(report.problem, request.solve);
     } catch (const InputError& e) {
       throw InputError(path + ": " + e.what());
     }
@@ -66,7 +74,8 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
       std::string what;
       for (std::size_t i = 0; i < held.size(); ++i) {
         const Tensor& t = inspected.model.graph.tensors[static_cast<std::size_t>(held[i])];
-        what += (i ? "; then in place: " : "") + t.name + " " + t.shape_string() + " " + std::string(dtype_name(t.dtype));
+        what +=
+            (i ? "; then in place: " : "") + t.name + " " + t.shape_string() + " " + std::string(dtype_name(t.dtype));
       }
       report.buffer_details.push_back(what.empty() ? "a subgraph's peak" : what);
     }
@@ -78,7 +87,7 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
       const auto taken = static_cast<int64_t>(report.weight_bytes + report.overhead_bytes);
       options.capacity = std::max<int64_t>(0, *options.capacity - taken);
     }
-    report.result = solve(report.problem, options);
+    report.result = solve_with_progress(report.problem, options);
     if (request.in_place && buffers.in_place_tensors > 0) {
       // What in-place bought: the same solver, same limits, without it, and
       // minimising: a capacity's first fit would be an arbitrary plan.

@@ -15,6 +15,7 @@
 #include "gpumem/alloc/pool_resource.h"
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/common/error.h"
+#include "gpumem/common/progress.h"
 #include "gpumem/plan/solver.h"
 
 namespace gpumem::trace {
@@ -77,7 +78,8 @@ std::vector<Step> steps_of(const Lifetimes& lifetimes, std::size_t events) {
 }
 
 PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, const std::string& name,
-                 std::size_t capacity, std::size_t events = 0, std::size_t timeline_columns = 0) {
+                 std::size_t capacity, std::size_t events = 0, std::size_t timeline_columns = 0,
+                 Progress* progress = nullptr) {
   PolicyResult r;
   r.name = name;
   const bool timeline = timeline_columns > 0;
@@ -89,7 +91,9 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
     std::vector<void*> ptrs(lifetimes.allocations.size(), nullptr);
     std::int64_t live = 0;
     std::size_t peak = 0;
+    std::size_t done = 0;
     for (const Step& s : steps) {
+      if (progress && (++done & 4095) == 0) progress->advance(4096);
       const Allocation& a = lifetimes.allocations[s.allocation];
       const auto bytes = static_cast<std::size_t>(a.size);
       if (s.free) {
@@ -203,26 +207,33 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   // Policies are independent (each its own simulated device over the same
   // read-only steps): one thread each.
   report.policies.resize(names.size());
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> failures(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        report.policies[i] = run(lifetimes, steps, names[i], options.capacity, report.events, options.timeline_columns);
-      } catch (...) {
-        failures[i] = std::current_exception();
-      }
-    });
+  {
+    Progress progress(fmt::format("replaying {} under {} policies", trace.source, names.size()),
+                      steps.size() * names.size());
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> failures(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          report.policies[i] =
+              run(lifetimes, steps, names[i], options.capacity, report.events, options.timeline_columns, &progress);
+        } catch (...) {
+          failures[i] = std::current_exception();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& failure : failures)
+      if (failure) std::rethrow_exception(failure);
   }
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
   report.current_policy = options.current_policy.empty() ? recorded_policy(trace) : options.current_policy;
   report.advice = advise(report);
 
   if (options.optimal_time_limit > 0 && !problem.buffers.empty()) {
     plan::SolveOptions solve;
     solve.time_limit_seconds = options.optimal_time_limit;
+    const Progress searching = Progress::timed(
+        fmt::format("finding the optimal arena for {} allocations", problem.buffers.size()), solve.time_limit_seconds);
     plan::SolveResult best = plan::solve(problem, solve);
     report.optimal_arena = best.plan.arena;
     report.optimal_proven = best.optimal;

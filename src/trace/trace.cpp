@@ -15,14 +15,15 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/gzip.h"
+#include "gpumem/common/progress.h"
 #include "gpumem/trace/formats.h"
 
 namespace gpumem::trace {
 namespace {
 
-constexpr const char* kActionNames[] = {"alloc",        "free_requested", "free_completed",
-                                        "segment_alloc", "segment_free",   "segment_map",
-                                        "segment_unmap", "oom",            "snapshot"};
+constexpr const char* kActionNames[] = {"alloc",        "free_requested", "free_completed", "segment_alloc",
+                                        "segment_free", "segment_map",    "segment_unmap",  "oom",
+                                        "snapshot"};
 
 // Frames inside these are the framework's, not the user's. Snapshots give
 // absolute paths; torch.profiler's Python tracer gives paths relative to
@@ -50,7 +51,6 @@ std::string key_of(const Context& c) {
   }
   return key;
 }
-
 
 Trace read_as(Format format, std::string_view data, const std::string& name, const ReadOptions& options) {
   switch (format) {
@@ -154,6 +154,7 @@ Format detect_format(std::string_view head, const std::string& file_name) {
 }
 
 Trace read_trace(const std::string& path, const ReadOptions& options) {
+  const Progress progress("reading " + path, 0);
   bool gzipped = false;
   const std::string data = read_file(path, options.max_bytes, "the most gpumem reads from one trace", &gzipped);
   // A byte or line of the content is not one of the gzip file: say so.
@@ -164,8 +165,10 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
 }
 
 void write_trace_file(const std::string& path, std::string_view contents) {
-  if (path.ends_with(".gz")) write_file_atomically(path, gzip::compress(contents));
-  else write_file_atomically(path, contents);
+  if (path.ends_with(".gz"))
+    write_file_atomically(path, gzip::compress(contents));
+  else
+    write_file_atomically(path, contents);
 }
 
 }  // namespace gpumem::trace

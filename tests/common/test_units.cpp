@@ -68,3 +68,50 @@ TEST(ParseDuration, PrometheusStyleDurations) {
 
 }  // namespace
 }  // namespace gpumem
+
+#include <cstdio>
+#include <thread>
+
+#include "gpumem/common/progress.h"
+
+namespace gpumem {
+namespace {
+
+TEST(Progress, LinesSayHowFarAndHowLong) {
+  EXPECT_EQ(Progress::line("replaying", 50, 100, 3.14, 10), "replaying [#####.....]  50%  3.1 s");
+  EXPECT_EQ(Progress::line("replaying", 200, 100, 1, 4), "replaying [####] 100%  1.0 s");
+  EXPECT_EQ(Progress::line("reading t.json", 7, 0, 2.25), "reading t.json  2.2 s");
+}
+
+TEST(Progress, DrawsOnlyWhenAskedAndClearsItsLine) {
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  set_progress_enabled(true);
+  {
+    Progress quiet("not a terminal", 10, out);
+    EXPECT_FALSE(quiet.drawing());
+  }
+  set_progress_enabled(false);
+  {
+    Progress shown("work", 10, out, /*force=*/true);
+    ASSERT_TRUE(shown.drawing());
+    shown.advance(5);
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  }
+  std::rewind(out);
+  std::string text(4096, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), out));
+  std::fclose(out);
+  EXPECT_NE(text.find("\rwork [###############...............]  50%"), std::string::npos) << text;
+  EXPECT_EQ(text.substr(text.size() - 4), "\r\x1b[K") << "the line is cleared at the end";
+}
+
+TEST(Progress, QuickWorkNeverDraws) {
+  std::FILE* out = std::tmpfile();
+  { Progress quick("quick", 10, out, /*force=*/true); }
+  EXPECT_EQ(std::ftell(out), 0L);
+  std::fclose(out);
+}
+
+}  // namespace
+}  // namespace gpumem
