@@ -58,7 +58,7 @@ inline BrowserRun load_page(const std::string& path, const std::string& screensh
   }
   if (!screenshot.empty()) {
     run_capture("timeout 60 chromium " + chromium_flags(base + "_profile") +
-                "--hide-scrollbars --window-size=1200,1500 --virtual-time-budget=2000 --screenshot='" + screenshot +
+                "--hide-scrollbars --window-size=1100,720 --virtual-time-budget=2000 --screenshot='" + screenshot +
                 "' 'file://" + path + "' 2>/dev/null");
   }
   return run;

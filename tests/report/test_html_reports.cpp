@@ -74,11 +74,10 @@ std::string write_page(const std::string& name, const std::string& html) {
   return path;
 }
 
-// Where the screenshots go: beside the test's other files, or to
-// GPUMEM_SCREENSHOT_DIR (tools/report_screenshots.sh sets it for docs/images).
+// Where the screenshots go: beside the test's other files (the README's
+// come from tools/report_screenshots.sh, on the same pages).
 std::string screenshot_path(const std::string& name) {
-  const char* dir = std::getenv("GPUMEM_SCREENSHOT_DIR");
-  return (dir ? std::string(dir) + "/" : testing::TempDir() + std::to_string(getpid()) + "_") + name + ".png";
+  return testing::TempDir() + std::to_string(getpid()) + "_" + name + ".png";
 }
 
 // The browser ran the page's script to its end, saw no error and blocked
