@@ -155,3 +155,35 @@ TEST_F(HtmlInBrowser, TrainingPageStacksEveryCategory) {
 
 }  // namespace
 }  // namespace gpumem::test
+
+namespace gpumem::test {
+namespace {
+
+TEST(HtmlPages, CheckpointedModulesShowWhereBackwardRecomputes) {
+  train::TrainOptions options;
+  options.checkpoint = {"layer2", "layer3"};
+  const train::TrainingStep step =
+      train::predict_training_step((source_dir() / "tests/data/train/resnet18_sgd.onnx").string(), options);
+  const std::string page = report::train_html(step);
+  EXPECT_EQ(count(page, "<rect class=\"highlight\""), 2u) << "one band per recomputed module";
+  const train::TrainingStep plain =
+      train::predict_training_step((source_dir() / "tests/data/train/resnet18_sgd.onnx").string(), {});
+  EXPECT_EQ(count(report::train_html(plain), "<rect class=\"highlight\""), 0u)
+      << "without checkpointing, nothing is recomputed";
+}
+
+TEST(HtmlPages, InPlaceBuffersAreColouredApart) {
+  const std::string model = model_path("mobilenet_v2").string();
+  plan::PlanRequest request;
+  request.solve.time_limit_seconds = 1;
+  const plan::PlanReport plan = plan::plan_file(model, request);
+  const std::string page = report::plan_html(plan);
+  std::size_t shared = 0;
+  for (const std::string& d : plan.buffer_details) shared += d.find("; then in place: ") != std::string::npos;
+  ASSERT_GT(shared, 0u);
+  EXPECT_EQ(count(page, "<rect class=\"buffer c1\""), shared);
+  EXPECT_EQ(count(page, "<rect class=\"buffer c0\""), plan.problem.buffers.size() - shared);
+}
+
+}  // namespace
+}  // namespace gpumem::test

@@ -40,6 +40,7 @@ struct Band {
   double x_begin = 0;
   double x_end = 0;
   std::string label;
+  bool highlight = false;  // drawn in a warm tint (recomputation), over the plain bands
 };
 
 struct LineChart {

@@ -11,7 +11,8 @@ namespace gpumem::report::html {
 
 RectChart arena_chart(const std::string& id, const std::string& title, const std::string& x_label,
                       const plan::Problem& problem, const std::vector<std::int64_t>& offsets,
-                      const std::function<std::string(std::size_t)>& describe, std::size_t max_rects) {
+                      const std::function<std::string(std::size_t)>& describe, std::size_t max_rects,
+                      const std::function<int(std::size_t)>& color) {
   RectChart chart;
   chart.id = id;
   chart.title = title;
@@ -45,7 +46,7 @@ RectChart arena_chart(const std::string& id, const std::string& title, const std
          static_cast<double>(offsets[i] + b.size),
          fmt::format("{}\n{} at offset {}\nlive [{}, {})", name, format_bytes(static_cast<std::uint64_t>(b.size)),
                      format_count(static_cast<std::uint64_t>(offsets[i])), b.lower, b.upper),
-         static_cast<int>(i % 10)});
+         color ? color(i) : static_cast<int>(i % 10)});
     chart.table_rows.push_back(
         {name, std::to_string(offsets[i]), std::to_string(b.size), std::to_string(b.lower), std::to_string(b.upper)});
   }

@@ -154,6 +154,7 @@ void Document::line_chart(const LineChart& chart) {
       kWidth, kHeight, escape(chart.title), s.x0, s.x1, kLeft, kRight);
   svg += "<g class=\"band\">";
   for (const Band& b : chart.bands) {
+    if (b.highlight) continue;  // over the series, below
     svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
                        num(s.px(b.x_begin)), num(kTop), num(std::max(0.0, s.px(b.x_end) - s.px(b.x_begin))),
                        num(kBottom - kTop), escape(b.label));
@@ -183,6 +184,15 @@ void Document::line_chart(const LineChart& chart) {
                          series.dashed ? " dashed" : "", points(s, series.x, series.high), escape(series.name));
     }
     svg += "</g>";
+  }
+  // Highlighted bands lie over the series, translucent, so they show on a
+  // stacked chart too.
+  for (const Band& b : chart.bands) {
+    if (!b.highlight) continue;
+    svg +=
+        fmt::format("<rect class=\"highlight\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+                    num(s.px(b.x_begin)), num(kTop), num(std::max(0.5, s.px(b.x_end) - s.px(b.x_begin))),
+                    num(kBottom - kTop), escape(b.label));
   }
   for (const Marker& m : chart.markers) {
     svg += fmt::format(

@@ -1,5 +1,6 @@
 // The model and plan pages.
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -37,9 +38,20 @@ void add_plan(Document& doc, const plan::PlanReport& plan) {
   const auto describe = [&](std::size_t i) {
     return i < plan.buffer_details.size() ? plan.buffer_details[i] : plan.problem.buffers[i].id;
   };
-  doc.rect_chart(html::arena_chart("arena", "Buffers in the arena: time (x) by offset (y); hover for each",
-                                   plan.from_model ? "node index" : "time", plan.problem, r.plan.offsets, describe,
-                                   kHtmlMaxRects));
+  // Models: buffers that tensors share in place stand out (orange).
+  const std::function<int(std::size_t)> in_place = [&](std::size_t i) {
+    return i < plan.buffer_details.size() && plan.buffer_details[i].find("; then in place: ") != std::string::npos ? 1
+                                                                                                                   : 0;
+  };
+  html::RectChart arena =
+      html::arena_chart("arena", "Buffers in the arena: time (x) by offset (y); hover for each",
+                        plan.from_model ? "node index" : "time", plan.problem, r.plan.offsets, describe, kHtmlMaxRects,
+                        plan.from_model ? in_place : std::function<int(std::size_t)>());
+  if (plan.from_model) {
+    arena.note += std::string(arena.note.empty() ? "" : " ") +
+                  "Blue: a buffer one tensor uses; orange: a buffer two or more tensors share in place.";
+  }
+  doc.rect_chart(arena);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ figure{margin:12px 0}svg.chart{width:100%;height:auto;display:block}
 .axis text,.legend text,.marker text,.band text{font-size:11px;fill:var(--muted)}.axis line{stroke:var(--grid)}.axis path{stroke:#9aa3ae;fill:none}
 .line{fill:none!important;stroke-width:1.5}.line.dashed{stroke-dasharray:5 4}.area{stroke:none;opacity:.85}.envelope{stroke:none;opacity:.25}
 .marker line{stroke:var(--accent);stroke-dasharray:3 3}.marker text{fill:var(--accent)}
-.band rect{fill:#f3f5f8}.buffer{stroke:#fff;stroke-width:.4}.buffer:hover{stroke:#000;stroke-width:1}
+.band rect{fill:#f3f5f8}.highlight{fill:#ffd400;opacity:.3}.buffer{stroke:#fff;stroke-width:.4}.buffer:hover{stroke:#000;stroke-width:1}
 .readout{font:12px ui-monospace,monospace;color:var(--muted);min-height:1.4em}
 table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{padding:2px 10px;border-bottom:1px solid var(--grid);text-align:left}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}caption{text-align:left;color:var(--muted);padding:4px 0}

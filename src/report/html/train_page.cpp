@@ -57,6 +57,19 @@ std::string train_html(const train::TrainingStep& step) {
                            train::to_string(step.timeline[i].phase)});
     i = j;
   }
+  // Checkpointing: where backward runs forward ops again.
+  for (std::size_t i = 0; i < step.timeline.size();) {
+    if (step.timeline[i].op.rfind("recompute ", 0) != 0) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < step.timeline.size() && step.timeline[j].op.rfind("recompute ", 0) == 0) ++j;
+    chart.bands.push_back({static_cast<double>(step.timeline[i].time),
+                           static_cast<double>(j < step.timeline.size() ? step.timeline[j].time : times),
+                           "recompute (checkpointing)", /*highlight=*/true});
+    i = j;
+  }
   chart.markers.push_back({static_cast<double>(step.peak_time), "peak: " + format_bytes(step.peak_bytes)});
   doc.line_chart(chart);
 
