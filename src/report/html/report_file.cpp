@@ -1,6 +1,8 @@
 // `gpumem report`: which page an input gets, and the analyses behind it.
 #include <algorithm>
 #include <cctype>
+#include <exception>
+#include <thread>
 
 #include "gpumem/report/html_reports.h"
 #include "gpumem/trace/lifetimes.h"
@@ -28,11 +30,29 @@ std::string report_html(const std::string& input, const HtmlRequest& request) {
   const trace::Trace t = trace::read_trace(input);
   trace::require_memory_events(t, /*history_needed=*/true);
   const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, trace::busiest_device(t), /*strict=*/false);
-  const trace::TraceStats stats = trace::trace_stats(t, lifetimes);
+  // The statistics and the replay read the same trace and lifetimes and
+  // nothing else: they run side by side.
+  trace::TraceStats stats;
+  std::exception_ptr stats_failure;
+  std::thread statistics([&] {
+    try {
+      stats = trace::trace_stats(t, lifetimes);
+    } catch (...) {
+      stats_failure = std::current_exception();
+    }
+  });
   trace::ReplayOptions options;
   options.optimal_time_limit = request.time_limit;
   options.timeline_columns = kHtmlColumns;
-  const trace::ReplayReport replay = trace::replay(t, options);
+  trace::ReplayReport replay;
+  try {
+    replay = trace::replay(t, options);
+  } catch (...) {
+    statistics.join();
+    throw;
+  }
+  statistics.join();
+  if (stats_failure) std::rethrow_exception(stats_failure);
   return trace_html(t, &stats, &replay, &lifetimes);
 }
 
