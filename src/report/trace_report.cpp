@@ -22,7 +22,8 @@ nlohmann::ordered_json anomalies_json(const trace::Anomalies& a) {
 void anomalies_text(std::string& out, const trace::Anomalies& a) {
   if (a.total() == 0) return;
   out += fmt::format("Skipped {} events that make no sense (--strict fails on the first):\n", count(a.total()));
-  if (a.unknown_frees) out += fmt::format("  {} frees of addresses the trace never allocated\n", count(a.unknown_frees));
+  if (a.unknown_frees)
+    out += fmt::format("  {} frees of addresses the trace never allocated\n", count(a.unknown_frees));
   if (a.double_frees) out += fmt::format("  {} double frees\n", count(a.double_frees));
   if (a.live_address_allocs)
     out += fmt::format("  {} allocations at an address still live\n", count(a.live_address_allocs));
@@ -153,7 +154,8 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   std::string out = fmt::format("Trace {} ({}): {} events, device {}\n", source, s.format, count(s.events), s.device);
   for (const std::string& w : s.warnings) out += "warning: " + w + "\n";
   std::string actions;
-  for (const auto& [name, n] : s.actions) actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", name, count(n));
+  for (const auto& [name, n] : s.actions)
+    actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", name, count(n));
   if (!actions.empty()) out += "  " + actions + "\n";
   // A snapshot without history: its segments are all there is to report.
   if (s.allocations == 0 && s.segments.present) {
@@ -193,8 +195,8 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   if (!s.largest.empty()) {
     out += "Largest allocations:\n";
     for (const auto& l : s.largest)
-      out += fmt::format("  {:>12}  event {:>10}  {}  {}\n", bytes(l.size), count(l.event), l.freed ? "freed " : "LIVE  ",
-                         l.label);
+      out += fmt::format("  {:>12}  event {:>10}  {}  {}\n", bytes(l.size), count(l.event),
+                         l.freed ? "freed " : "LIVE  ", l.label);
   }
   live_at_peak_text(out, s.live_at_peak, s.live_at_peak_baseline);
   out += fmt::format("Never freed: {} allocations, {}\n", count(s.never_freed), bytes(s.never_freed_bytes));
@@ -246,11 +248,13 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
   j["baseline_bytes"] = s.baseline;
   j["peak_allocated_bytes"] = s.peak_allocated;
   j["peak_event"] = s.peak_event;
-  j["peak_time_ns"] = s.peak_time_ns == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(s.peak_time_ns);
+  j["peak_time_ns"] =
+      s.peak_time_ns == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(s.peak_time_ns);
   j["traced_peak_bytes"] = s.traced_peak;
   j["traced_peak_event"] = s.traced_peak_event;
-  j["source_peak_allocated_bytes"] =
-      s.source_peak_allocated == trace::kUnknown ? nlohmann::ordered_json() : nlohmann::ordered_json(s.source_peak_allocated);
+  j["source_peak_allocated_bytes"] = s.source_peak_allocated == trace::kUnknown
+                                         ? nlohmann::ordered_json()
+                                         : nlohmann::ordered_json(s.source_peak_allocated);
   auto& largest = j["largest_allocations"] = nlohmann::ordered_json::array();
   for (const auto& l : s.largest)
     largest.push_back({{"event", l.event}, {"size_bytes", l.size}, {"freed", l.freed}, {"context", l.label}});
@@ -303,8 +307,9 @@ std::string render_replay_text(const trace::ReplayReport& r) {
     const double ratio = r.traced_peak ? double(reserved) / double(r.traced_peak) : 0.0;
     const std::int64_t best = r.optimal_arena ? r.optimal_arena : r.lower_bound;
     // A policy that ran out stopped early: its peak is not comparable.
-    std::string vs = best && !ran_out ? fmt::format("{:+.1f}%", 100.0 * (double(reserved) - double(best)) / double(best))
-                                      : std::string("-");
+    std::string vs = best && !ran_out
+                         ? fmt::format("{:+.1f}%", 100.0 * (double(reserved) - double(best)) / double(best))
+                         : std::string("-");
     out += fmt::format("{:<20} {:>12} {:>10.3f} {:>12.1f}% {:>10} {:>10}  {}\n", name, bytes(reserved), ratio,
                        100.0 * frag, vs, calls == UINT64_MAX ? std::string("-") : count(calls), oom);
   };
@@ -338,6 +343,9 @@ nlohmann::ordered_json replay_to_json(const trace::ReplayReport& r) {
   j["lower_bound_bytes"] = r.lower_bound;
   j["optimal_arena_bytes"] = r.optimal_arena ? nlohmann::ordered_json(r.optimal_arena) : nlohmann::ordered_json();
   j["optimal_proven"] = r.optimal_proven;
+  j["iterations"] = r.iterations;
+  j["steady_peak_allocated_bytes"] =
+      r.steady_peak_allocated >= 0 ? nlohmann::ordered_json(r.steady_peak_allocated) : nlohmann::ordered_json();
   j["live_at_peak"] = by_context_json(r.live_at_peak);
   j["current_policy"] = r.current_policy.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.current_policy);
   auto& advice = j["advice"] = nlohmann::ordered_json::array();
@@ -349,13 +357,20 @@ nlohmann::ordered_json replay_to_json(const trace::ReplayReport& r) {
                       {"fits_where_current_does_not", a.fits_where_current_does_not}});
   auto& policies = j["policies"] = nlohmann::ordered_json::array();
   for (const auto& p : r.policies) {
-    policies.push_back({{"name", p.name},
-                        {"peak_reserved_bytes", p.peak_reserved},
-                        {"allocated_at_peak_bytes", p.allocated_at_peak},
-                        {"fragmentation_at_peak", p.fragmentation_at_peak},
-                        {"upstream_calls", p.upstream_calls},
-                        {"oom_at_event", p.oom_at_event ? nlohmann::ordered_json(*p.oom_at_event) : nlohmann::ordered_json()},
-                        {"replay_seconds", p.seconds}});
+    policies.push_back(
+        {{"name", p.name},
+         {"peak_reserved_bytes", p.peak_reserved},
+         {"allocated_at_peak_bytes", p.allocated_at_peak},
+         {"fragmentation_at_peak", p.fragmentation_at_peak},
+         {"upstream_calls", p.upstream_calls},
+         {"oom_at_event", p.oom_at_event ? nlohmann::ordered_json(*p.oom_at_event) : nlohmann::ordered_json()},
+         {"steady_peak_reserved_bytes",
+          p.steady_peak_reserved >= 0 ? nlohmann::ordered_json(p.steady_peak_reserved) : nlohmann::ordered_json()},
+         {"replay_seconds", p.seconds}});
+    if (p.name == "gpumem-planned") {
+      policies.back()["planned_allocations"] = p.planned_allocations;
+      policies.back()["missed_allocations"] = p.missed_allocations;
+    }
   }
   j["skipped"] = anomalies_json(r.anomalies);
   return j;

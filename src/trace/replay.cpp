@@ -12,6 +12,7 @@
 
 #include "gpumem/alloc/bfc_allocator.h"
 #include "gpumem/alloc/caching_allocator.h"
+#include "gpumem/alloc/planned_allocator.h"
 #include "gpumem/alloc/pool_resource.h"
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/common/error.h"
@@ -49,6 +50,14 @@ std::unique_ptr<MemoryResource> make_policy(const std::string& name, SimulatedDe
   // RMM's pool, growing on demand (current RMM makes the initial size the
   // caller's choice; starting empty charges the pool only what it needs).
   if (name == "rmm-pool") return std::make_unique<alloc::PoolResource>(device, alloc::PoolResourceOptions{});
+  // gpumem's defaults behind a plan of one recorded iteration (run() marks
+  // the iterations).
+  // The cache behind the plan grows expandable ranges: what stays between
+  // iterations (weights, gradients, optimizer state) then pins granules,
+  // not whole segments, once the transients move to the arena.
+  if (name == "gpumem-planned")
+    return std::make_unique<alloc::PlannedAllocator>(alloc::simulated_upstream(device),
+                                                     alloc::parse_allocator_config("expandable_segments:true"));
   throw unknown_policy(name);
 }
 
@@ -77,17 +86,34 @@ std::vector<Step> steps_of(const Lifetimes& lifetimes, std::size_t events) {
   return steps;
 }
 
+// What a replay may keep beyond the peaks, and what it may be told.
+struct RunExtras {
+  std::size_t events = 0;            // the trace's, for the timeline's x axis
+  std::size_t timeline_columns = 0;  // 0: no timeline
+  Progress* progress = nullptr;
+  // Allocation indices where iterations begin (empty: the trace does not
+  // repeat). gpumem-planned is told each; every policy's steady peak is
+  // taken from the second on.
+  const std::vector<std::size_t>* iteration_starts = nullptr;
+};
+
 PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, const std::string& name,
-                 std::size_t capacity, std::size_t events = 0, std::size_t timeline_columns = 0,
-                 Progress* progress = nullptr) {
+                 std::size_t capacity, const RunExtras& extras = {}) {
   PolicyResult r;
   r.name = name;
-  const bool timeline = timeline_columns > 0;
-  if (timeline) r.reserved_timeline = Envelope(0, static_cast<std::int64_t>(events), timeline_columns);
+  const bool timeline = extras.timeline_columns > 0;
+  if (timeline) r.reserved_timeline = Envelope(0, static_cast<std::int64_t>(extras.events), extras.timeline_columns);
+  Progress* progress = extras.progress;
+  const std::vector<std::size_t> no_starts;
+  const std::vector<std::size_t>& starts = extras.iteration_starts ? *extras.iteration_starts : no_starts;
+  std::size_t next_start = 0;
+  bool steady = false;
+  std::size_t steady_peak = 0;
   auto start = std::chrono::steady_clock::now();
   SimulatedDevice device({.capacity = capacity ? capacity : kUnlimited});
   {
     std::unique_ptr<MemoryResource> policy = make_policy(name, device);
+    auto* planned = dynamic_cast<alloc::PlannedAllocator*>(policy.get());
     std::vector<void*> ptrs(lifetimes.allocations.size(), nullptr);
     std::int64_t live = 0;
     std::size_t peak = 0;
@@ -100,11 +126,17 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
         policy->deallocate(ptrs[s.allocation], bytes, a.stream);
         ptrs[s.allocation] = nullptr;
         live -= a.size;
+        if (steady) steady_peak = std::max(steady_peak, device.physical_used());
         if (timeline) {
           r.reserved_timeline.add(static_cast<std::int64_t>(a.free_event),
                                   static_cast<std::int64_t>(device.physical_used()));
         }
         continue;
+      }
+      if (next_start < starts.size() && s.allocation == starts[next_start]) {
+        if (planned) planned->step();
+        steady = steady || next_start >= 1;
+        ++next_start;
       }
       try {
         ptrs[s.allocation] = policy->allocate(bytes, a.stream);
@@ -117,6 +149,7 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
       // While reservation stays at its peak, the most it held is what
       // counts: a cache reserved early fills up later.
       std::size_t reserved = device.physical_used();
+      if (steady) steady_peak = std::max(steady_peak, reserved);
       if (timeline)
         r.reserved_timeline.add(static_cast<std::int64_t>(a.alloc_event), static_cast<std::int64_t>(reserved));
       if (reserved > peak) {
@@ -127,6 +160,11 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
       }
     }
     r.peak_reserved = static_cast<std::int64_t>(peak);
+    if (starts.size() >= 2) r.steady_peak_reserved = static_cast<std::int64_t>(steady_peak);
+    if (planned) {
+      r.planned_allocations = planned->planned_stats().planned;
+      r.missed_allocations = planned->planned_stats().missed;
+    }
     r.fragmentation_at_peak = peak ? 1.0 - double(r.allocated_at_peak) / double(peak) : 0.0;
     // Frees left for the policy's destructor are not the trace's: count the
     // calls made while replaying.
@@ -143,14 +181,20 @@ PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, con
 }  // namespace
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"gpumem", "gpumem-expandable", "pytorch", "pytorch-expandable",
-                                                 "bfc",    "rmm-pool"};
+  static const std::vector<std::string> names = {"gpumem", "gpumem-expandable", "pytorch",       "pytorch-expandable",
+                                                 "bfc",    "rmm-pool",          "gpumem-planned"};
+  return names;
+}
+
+const std::vector<std::string>& default_policy_names() {
+  static const std::vector<std::string> names(policy_names().begin(), policy_names().end() - 1);
   return names;
 }
 
 PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const std::string& policy,
                            std::size_t capacity) {
-  return run(lifetimes, steps_of(lifetimes, trace.events.size()), policy, capacity);
+  return run(lifetimes, steps_of(lifetimes, trace.events.size()), policy, capacity,
+             {.events = trace.events.size(), .timeline_columns = 0, .progress = nullptr, .iteration_starts = nullptr});
 }
 
 bool every_policy_runs_out(const ReplayReport& report) {
@@ -161,7 +205,7 @@ bool every_policy_runs_out(const ReplayReport& report) {
 
 ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   // Unknown names fail before any work.
-  std::vector<std::string> names = options.policies.empty() ? policy_names() : options.policies;
+  std::vector<std::string> names = options.policies.empty() ? default_policy_names() : options.policies;
   for (const std::string& n : names)
     if (std::find(policy_names().begin(), policy_names().end(), n) == policy_names().end()) throw unknown_policy(n);
   if (!options.current_policy.empty() &&
@@ -184,6 +228,19 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   report.baseline = lifetimes.baseline;
 
   const std::vector<Step> steps = steps_of(lifetimes, trace.events.size());
+  // Where iterations begin, as `trace stats` finds them.
+  const IterationSplit split = find_iterations(lifetimes);
+  report.iterations = split.starts.size();
+  if (split.starts.size() >= 2) {
+    std::int64_t allocated = 0;
+    report.steady_peak_allocated = 0;
+    for (const Step& s : steps) {
+      const Allocation& a = lifetimes.allocations[s.allocation];
+      allocated += s.free ? -a.size : a.size;
+      if (!s.free && s.allocation >= split.starts[1])
+        report.steady_peak_allocated = std::max(report.steady_peak_allocated, allocated);
+    }
+  }
   std::int64_t live = 0;
   for (const Step& s : steps) {
     const Allocation& a = lifetimes.allocations[s.allocation];
@@ -216,7 +273,8 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
       threads.emplace_back([&, i] {
         try {
           report.policies[i] =
-              run(lifetimes, steps, names[i], options.capacity, report.events, options.timeline_columns, &progress);
+              run(lifetimes, steps, names[i], options.capacity,
+                  {report.events, options.timeline_columns, &progress, split.starts.empty() ? nullptr : &split.starts});
         } catch (...) {
           failures[i] = std::current_exception();
         }

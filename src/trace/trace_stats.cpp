@@ -90,6 +90,13 @@ void classify(IterationReport& r, std::int64_t bytes_per_iteration) {
 
 }  // namespace
 
+IterationSplit find_iterations(const Lifetimes& lifetimes) {
+  std::vector<std::uint64_t> keys;
+  keys.reserve(lifetimes.allocations.size());
+  for (const Allocation& a : lifetimes.allocations) keys.push_back(key_of(a));
+  return find_iterations(keys);
+}
+
 std::vector<ContextBytes> live_by_label(const Trace& trace, const Lifetimes& lifetimes, std::size_t event,
                                         std::size_t top) {
   return by_label(
@@ -179,11 +186,8 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   }
 
   // Iterations.
-  std::vector<std::uint64_t> keys;
-  keys.reserve(lifetimes.allocations.size());
-  for (const Allocation& a : lifetimes.allocations) keys.push_back(key_of(a));
   IterationReport& r = s.iterations;
-  const IterationSplit split = find_iterations(keys);
+  const IterationSplit split = find_iterations(lifetimes);
   if (!split.starts.empty()) {
     r.repeats = true;
     r.first_allocation = split.starts.front();

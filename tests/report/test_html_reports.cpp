@@ -132,7 +132,7 @@ TEST_F(HtmlInBrowser, TracePageDrawsOneLinePerPolicy) {
   const BrowserRun run =
       load_page(write_page("trace", report::trace_html(t, &stats, &replay)), screenshot_path("trace"));
   expect_clean(run, "trace page");
-  for (const std::string& policy : trace::policy_names()) {
+  for (const std::string& policy : trace::default_policy_names()) {
     EXPECT_EQ(count(run.dom, "data-series=\"" + policy + " reserved\""), 1u) << policy;
   }
   EXPECT_EQ(count(run.dom, "data-series=\"allocated\""), 1u);

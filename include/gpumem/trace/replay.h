@@ -16,24 +16,35 @@
 namespace gpumem::trace {
 
 // The policy names `--policy` takes, in the order reports list them:
-// gpumem, gpumem-expandable, pytorch, pytorch-expandable, bfc, rmm-pool.
+// gpumem, gpumem-expandable, pytorch, pytorch-expandable, bfc, rmm-pool,
+// gpumem-planned.
 const std::vector<std::string>& policy_names();
+// What replay runs without --policy: all of them but gpumem-planned, which
+// is asked for by name (it needs a trace that repeats).
+const std::vector<std::string>& default_policy_names();
 
 struct PolicyResult {
   std::string name;
-  std::int64_t peak_reserved = 0;   // the most the device handed the policy
+  std::int64_t peak_reserved = 0;  // the most the device handed the policy
   // The most trace bytes live while reservation stood at its peak.
   std::int64_t allocated_at_peak = 0;
   // 1 - allocated_at_peak / peak_reserved: the share of the peak
   // reservation that never held anything.
   double fragmentation_at_peak = 0;
-  std::uint64_t upstream_calls = 0;  // device allocate/free/map/unmap calls
+  std::uint64_t upstream_calls = 0;         // device allocate/free/map/unmap calls
   std::optional<std::size_t> oom_at_event;  // first event the policy could not serve
   std::string oom_message;
-  double seconds = 0;                // replay time
+  double seconds = 0;  // replay time
   // With ReplayOptions::timeline_columns: reserved bytes over the event
   // index, as the lowest and highest of each column.
   Envelope reserved_timeline;
+  // When the trace repeats: the most reserved over the iterations after the
+  // first (from the second iteration's first allocation on); -1 otherwise.
+  std::int64_t steady_peak_reserved = -1;
+  // gpumem-planned: allocations served from the planned arena, and those
+  // its plan missed (the cache served them).
+  std::uint64_t planned_allocations = 0;
+  std::uint64_t missed_allocations = 0;
 };
 
 // A policy that would have done better than the one the trace was recorded
@@ -53,10 +64,10 @@ struct ReplayOptions {
   // The policy the trace was recorded under, which advice compares against;
   // empty: recorded_policy(trace).
   std::string current_policy;
-  std::size_t capacity = 0;           // device bytes; 0: unlimited (1 PiB)
-  double optimal_time_limit = 5.0;    // seconds for the planner; 0 skips it
+  std::size_t capacity = 0;         // device bytes; 0: unlimited (1 PiB)
+  double optimal_time_limit = 5.0;  // seconds for the planner; 0 skips it
   bool strict = false;
-  std::optional<std::int32_t> device; // default: busiest_device()
+  std::optional<std::int32_t> device;  // default: busiest_device()
   // Over 0: keep reserved and allocated bytes over time in this many
   // columns, and the optimal plan's offsets, for pictures (HTML reports).
   std::size_t timeline_columns = 0;
@@ -76,7 +87,7 @@ struct ReplayReport {
   std::int64_t baseline = 0;               // allocated before the first event (Lifetimes::baseline)
   std::int64_t lower_bound = 0;            // = traced_peak: no packing does better
   std::vector<ContextBytes> live_at_peak;  // at traced_peak_event, by label, up to 10
-  std::int64_t optimal_arena = 0;     // the planner's arena; 0 when skipped
+  std::int64_t optimal_arena = 0;          // the planner's arena; 0 when skipped
   bool optimal_proven = false;
   double optimal_seconds = 0;
   std::size_t capacity = 0;
@@ -89,6 +100,11 @@ struct ReplayReport {
   // allocation (in Lifetimes order; empty when the planner was skipped).
   Envelope allocated_timeline;
   std::vector<std::int64_t> optimal_offsets;
+  // When the trace repeats: its iterations (complete ones) and the most
+  // bytes of the trace's allocations live after the first of them, which
+  // steady_peak_reserved compares with.
+  std::size_t iterations = 0;
+  std::int64_t steady_peak_allocated = -1;
 };
 
 // How a user selects a policy ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").

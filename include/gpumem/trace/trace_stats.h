@@ -34,18 +34,18 @@ struct LargestAllocation {
 
 struct IterationReport {
   bool repeats = false;
-  std::size_t period = 0;            // allocations per iteration (the last complete one's)
-  std::size_t first_allocation = 0;  // where the first iteration starts
-  std::size_t iterations = 0;      // complete iterations seen
+  std::size_t period = 0;                       // allocations per iteration (the last complete one's)
+  std::size_t first_allocation = 0;             // where the first iteration starts
+  std::size_t iterations = 0;                   // complete iterations seen
   std::size_t first_iteration_allocations = 0;  // more than period when it sets up state
   std::size_t period_events = 0;                // trace events in the last complete iteration
   std::int64_t bytes_per_iteration = 0;         // allocated in the last complete iteration
   // Bytes still live (trace allocations, baseline included) at the end of
   // each iteration.
   std::vector<std::int64_t> live_after;
-  std::string shape;               // "flat", "steady growth", "step"
+  std::string shape;                      // "flat", "steady growth", "step"
   std::int64_t growth_per_iteration = 0;  // steady: the mean; step: the step
-  std::size_t step_iteration = 0;  // step: the iteration (0-based) after which it grew
+  std::size_t step_iteration = 0;         // step: the iteration (0-based) after which it grew
 };
 
 // The allocator's state that a PyTorch snapshot's segments describe, for
@@ -87,7 +87,7 @@ struct TraceStats {
   std::size_t frees = 0;
   std::int64_t allocated_bytes_total = 0;  // sum of allocation sizes
   std::int64_t baseline = 0;
-  std::int64_t peak_allocated = 0;         // baseline included
+  std::int64_t peak_allocated = 0;  // baseline included
   std::size_t peak_event = 0;
   std::int64_t peak_time_ns = kUnknown;
   std::int64_t start_time_ns = kUnknown;  // the first event's time
@@ -147,6 +147,8 @@ struct IterationSplit {
   std::size_t end = 0;
 };
 IterationSplit find_iterations(const std::vector<std::uint64_t>& keys);
+// The same over a trace's allocations, keyed by size and context.
+IterationSplit find_iterations(const Lifetimes& lifetimes);
 
 // The allocations of the last complete iteration (the steady one: the first
 // may allocate more), or 0 when the keys do not repeat.

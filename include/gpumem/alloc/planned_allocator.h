@@ -1,0 +1,137 @@
+#pragma once
+// Planned mode (issue 17): training steps and fixed-shape inference repeat
+// the same allocations, so the best packing of one iteration serves the next
+// ones. After the caller marks an iteration's start (step()), the allocator
+// records that iteration: every request's size and lifetime, through the
+// ordinary caching allocator. At the next step() it plans offsets for the
+// requests born and freed within the iteration with gpumem's own solver,
+// gives the cache back, reserves one arena of the plan's size, and from then
+// on serves each request at the offset planned for the next unused request
+// of the same size (looking a few requests ahead, so that an extra or a
+// missing request does not derail the rest) when that range is free;
+// anything else (a size the plan lacks, memory that outlives the
+// iteration) goes to the caching allocator. Every iteration is observed:
+// when one missed the plan or left part of it unused (the first iteration
+// allocates what later ones do not), it is planned again from what that
+// iteration did, once nothing lives in the arena (an arena that a caller's
+// use_plan() replaces while blocks in it live is given back when the last
+// of them is freed).
+//
+// The idea is STAlloc's (2025: plan offline, allocate online); the planner
+// is gpumem's (plan/solver.h). Requests on other streams than the first one
+// seen are never planned: a plan is only safe in one stream's order.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gpumem/alloc/caching_allocator.h"
+#include "gpumem/alloc/config.h"
+
+namespace gpumem::alloc {
+
+// The plan of one iteration: per request, in order, its size and offset in
+// the arena (offset -1: served by the cache, e.g. it outlives the iteration).
+struct IterationPlan {
+  std::vector<std::size_t> sizes;
+  std::vector<std::int64_t> offsets;
+  std::size_t arena = 0;
+  bool proven_optimal = false;
+};
+
+struct PlannedOptions {
+  double solve_seconds = 2.0;  // the planner's time for one iteration
+  // How far past the expected request a request may match the plan.
+  std::size_t look_ahead = 1024;
+};
+
+struct PlannedStats {
+  std::uint64_t iterations = 0;   // step() calls
+  std::uint64_t plans = 0;        // plans made (the first, and re-plans)
+  std::uint64_t planned = 0;      // requests served from the arena
+  std::uint64_t missed = 0;       // requests served by the cache while a plan was in force
+  std::uint64_t missed_busy = 0;  // of those: a planned range of that size was still in use
+  std::size_t arena_bytes = 0;    // the arena in force (0: none)
+};
+
+class PlannedAllocator final : public MemoryResource {
+ public:
+  explicit PlannedAllocator(Upstream upstream, AllocatorConfig config = AllocatorConfig::gpumem_defaults(),
+                            PlannedOptions options = {});
+  ~PlannedAllocator() override;
+  PlannedAllocator(const PlannedAllocator&) = delete;
+  PlannedAllocator& operator=(const PlannedAllocator&) = delete;
+
+  // An iteration begins. The first call starts a recording; the one after a
+  // recording puts its plan in force.
+  void step();
+  // Serve from `plan` from the next step() on, without recording first (a
+  // plan written earlier, e.g. from `gpumem plan` over a recorded trace).
+  void use_plan(IterationPlan plan);
+  std::optional<IterationPlan> plan() const;
+  PlannedStats planned_stats() const;
+  // The cache behind the plan (statistics, snapshots, empty_cache()).
+  CachingAllocator& cache() noexcept { return cache_; }
+
+  std::string name() const override { return "gpumem-planned"; }
+
+ protected:
+  void* do_allocate(std::size_t bytes, StreamId stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, StreamId stream) noexcept override;
+
+ private:
+  enum class Mode { kCaching, kRecording, kServing };
+  struct Recorded {
+    std::size_t size = 0;
+    std::int64_t born = 0;
+    std::int64_t died = -1;  // -1: still live at the iteration's end
+    bool plannable = true;   // on the planned stream
+  };
+
+  struct Arena {
+    char* base = nullptr;
+    std::size_t bytes = 0;
+    std::map<std::int64_t, std::int64_t> live;  // planned ranges in use: offset -> end
+    bool holds(const void* p) const { return p >= base && p < base + bytes; }
+  };
+
+  void plan_observed();  // plan the iteration just observed and put it in force
+  void put_in_force(IterationPlan plan);
+  void retire_arena();  // the arena in force goes; freed now or when its last block is
+  void free_arena(Arena& arena);
+  bool take_range(std::int64_t offset, std::int64_t end);
+  void observe_free(void* ptr);
+
+  Upstream upstream_;
+  CachingAllocator cache_;
+  PlannedOptions options_;
+  mutable std::mutex mutex_;
+  Mode mode_ = Mode::kCaching;
+  std::optional<StreamId> stream_;  // the one stream plans serve
+  // The iteration under way, as observed (whether served or not).
+  std::vector<Recorded> observed_;
+  std::unordered_map<void*, std::size_t> observed_ptrs_;  // live pointer -> observed index
+  std::int64_t clock_ = 0;
+  // The plan in force.
+  std::optional<IterationPlan> plan_;
+  std::optional<IterationPlan> pending_;  // use_plan()'s, from the next step()
+  Arena arena_;                           // the plan's
+  std::vector<Arena> retired_;            // replaced arenas with blocks still live
+  std::vector<bool> used_;                // plan entries taken this iteration
+  std::size_t cursor_ = 0;                // the next plan entry expected
+  std::uint64_t missed_this_iteration_ = 0;
+  PlannedStats stats_;
+};
+
+// The plan of one iteration's requests given as (size, born, died) with
+// died -1 for those that outlive it: what PlannedAllocator computes when a
+// recording ends, for tools that plan ahead of time.
+IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::vector<std::int64_t>& born,
+                             const std::vector<std::int64_t>& died, double solve_seconds);
+
+}  // namespace gpumem::alloc

@@ -1,0 +1,219 @@
+// Planned mode: observe one iteration, plan it, serve the next ones from one
+// arena at the planned offsets (see planned_allocator.h).
+#include "gpumem/alloc/planned_allocator.h"
+
+#include <algorithm>
+
+#include "gpumem/plan/problem.h"
+#include "gpumem/plan/solver.h"
+
+namespace gpumem::alloc {
+namespace {
+
+// Offsets are multiples of this, and sizes rounded up to it: the caching
+// allocator's own rounding, so a planned block is as aligned as a cached one.
+constexpr std::size_t kPlanAlignment = 512;
+
+std::size_t rounded(std::size_t bytes) { return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
+
+}  // namespace
+
+IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::vector<std::int64_t>& born,
+                             const std::vector<std::int64_t>& died, double solve_seconds) {
+  IterationPlan out;
+  out.sizes = sizes;
+  out.offsets.assign(sizes.size(), -1);
+  plan::Problem problem;
+  std::vector<std::size_t> index;  // buffer -> request
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    if (died[k] < 0 || died[k] <= born[k] || sizes[k] == 0) continue;
+    plan::Buffer b;
+    b.id = std::to_string(k);
+    b.lower = born[k];
+    b.upper = died[k];
+    b.size = static_cast<std::int64_t>(rounded(sizes[k]));
+    b.alignment = static_cast<std::int64_t>(kPlanAlignment);
+    problem.buffers.push_back(std::move(b));
+    index.push_back(k);
+  }
+  if (problem.buffers.empty()) return out;
+  plan::SolveOptions solve;
+  solve.time_limit_seconds = solve_seconds;
+  const plan::SolveResult result = plan::solve(problem, solve);
+  for (std::size_t i = 0; i < index.size(); ++i) out.offsets[index[i]] = result.plan.offsets[i];
+  out.arena = static_cast<std::size_t>(result.plan.arena);
+  out.proven_optimal = result.optimal;
+  return out;
+}
+
+PlannedAllocator::PlannedAllocator(Upstream upstream, AllocatorConfig config, PlannedOptions options)
+    : upstream_(upstream), cache_(upstream, std::move(config)), options_(options) {}
+
+PlannedAllocator::~PlannedAllocator() {
+  free_arena(arena_);
+  for (Arena& a : retired_) free_arena(a);
+}
+
+void PlannedAllocator::free_arena(Arena& arena) {
+  if (arena.base) upstream_.memory->deallocate(arena.base, arena.bytes, stream_.value_or(kDefaultStream));
+  arena = Arena{};
+}
+
+void PlannedAllocator::retire_arena() {
+  if (arena_.live.empty()) {
+    free_arena(arena_);
+  } else {
+    retired_.push_back(std::move(arena_));
+    arena_ = Arena{};
+  }
+  stats_.arena_bytes = 0;
+}
+
+void PlannedAllocator::put_in_force(IterationPlan plan) {
+  retire_arena();
+  // What the cache served meanwhile is free again: give it to the device
+  // before the arena takes its place.
+  cache_.empty_cache();
+  plan_ = std::move(plan);
+  if (plan_->arena) {
+    arena_.base = static_cast<char*>(upstream_.memory->allocate(plan_->arena, stream_.value_or(kDefaultStream)));
+    arena_.bytes = plan_->arena;
+  }
+  stats_.arena_bytes = plan_->arena;
+  mode_ = Mode::kServing;
+}
+
+void PlannedAllocator::step() {
+  std::lock_guard lock(mutex_);
+  ++stats_.iterations;
+  if (pending_) {
+    // A plan given by the caller replaces whatever was in force.
+    IterationPlan given = std::move(*pending_);
+    pending_.reset();
+    put_in_force(std::move(given));
+  } else if (mode_ == Mode::kRecording) {
+    plan_observed();
+  } else if (mode_ == Mode::kServing && !observed_.empty() && arena_.live.empty()) {
+    // The iteration did not follow the plan: a request missed, or part of
+    // the plan went unused (what only the first iteration allocates). Only
+    // with nothing live in the arena: a block that outlives its iteration
+    // there (a leak the plan took for a temporary) would keep a replaced
+    // arena from ever going back.
+    const bool unused = std::find(used_.begin(), used_.end(), false) != used_.end();
+    if (missed_this_iteration_ > 0 || unused) plan_observed();
+  }
+  if (mode_ == Mode::kCaching) mode_ = Mode::kRecording;
+  observed_.clear();
+  observed_ptrs_.clear();
+  clock_ = 0;
+  cursor_ = 0;
+  missed_this_iteration_ = 0;
+  if (plan_) used_.assign(plan_->sizes.size(), false);
+}
+
+void PlannedAllocator::plan_observed() {
+  std::vector<std::size_t> sizes;
+  std::vector<std::int64_t> born, died;
+  for (const Recorded& r : observed_) {
+    sizes.push_back(r.size);
+    born.push_back(r.born);
+    died.push_back(r.plannable ? r.died : -1);
+  }
+  ++stats_.plans;
+  put_in_force(plan_iteration(sizes, born, died, options_.solve_seconds));
+}
+
+void PlannedAllocator::use_plan(IterationPlan plan) {
+  std::lock_guard lock(mutex_);
+  pending_ = std::move(plan);
+}
+
+std::optional<IterationPlan> PlannedAllocator::plan() const {
+  std::lock_guard lock(mutex_);
+  return plan_;
+}
+
+PlannedStats PlannedAllocator::planned_stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+bool PlannedAllocator::take_range(std::int64_t offset, std::int64_t end) {
+  auto& live = arena_.live;
+  auto next = live.lower_bound(offset);
+  if (next != live.end() && next->first < end) return false;
+  if (next != live.begin() && std::prev(next)->second > offset) return false;
+  live.emplace_hint(next, offset, end);
+  return true;
+}
+
+void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
+  if (bytes == 0) return nullptr;
+  std::lock_guard lock(mutex_);
+  if (!stream_) stream_ = stream;
+  void* p = nullptr;
+  if (mode_ == Mode::kServing && arena_.base && stream == *stream_) {
+    // The unused entry of this size nearest to where the plan expects the
+    // request: ahead of it when this iteration skips what the recorded one
+    // allocated, behind it when ops were reordered.
+    bool busy = false;
+    const std::size_t n = plan_->sizes.size();
+    const auto try_entry = [&](std::size_t k) {
+      if (k >= n || used_[k] || plan_->sizes[k] != bytes || plan_->offsets[k] < 0) return false;
+      const std::int64_t offset = plan_->offsets[k];
+      if (!take_range(offset, offset + static_cast<std::int64_t>(rounded(bytes)))) {
+        busy = true;
+        return false;
+      }
+      used_[k] = true;
+      cursor_ = k + 1;
+      p = arena_.base + offset;
+      return true;
+    };
+    for (std::size_t d = 0; d < options_.look_ahead && !p; ++d) {
+      if (try_entry(cursor_ + d)) break;
+      if (d < cursor_ && try_entry(cursor_ - 1 - d)) break;
+    }
+    if (p) ++stats_.planned;
+    if (!p) {
+      stats_.missed_busy += busy;
+      ++stats_.missed;
+      ++missed_this_iteration_;
+    }
+  }
+  if (!p) p = cache_.allocate(bytes, stream);
+  if (mode_ != Mode::kCaching) {
+    observed_.push_back({bytes, clock_++, -1, stream == *stream_});
+    observed_ptrs_[p] = observed_.size() - 1;
+  }
+  return p;
+}
+
+void PlannedAllocator::observe_free(void* ptr) {
+  if (auto it = observed_ptrs_.find(ptr); it != observed_ptrs_.end()) {
+    observed_[it->second].died = clock_++;
+    observed_ptrs_.erase(it);
+  }
+}
+
+void PlannedAllocator::do_deallocate(void* ptr, std::size_t bytes, StreamId stream) noexcept {
+  if (!ptr) return;
+  std::lock_guard lock(mutex_);
+  if (mode_ != Mode::kCaching) observe_free(ptr);
+  if (arena_.holds(ptr)) {
+    arena_.live.erase(static_cast<char*>(ptr) - arena_.base);
+    return;
+  }
+  for (auto it = retired_.begin(); it != retired_.end(); ++it) {
+    if (!it->holds(ptr)) continue;
+    it->live.erase(static_cast<char*>(ptr) - it->base);
+    if (it->live.empty()) {
+      free_arena(*it);
+      retired_.erase(it);
+    }
+    return;
+  }
+  cache_.deallocate(ptr, bytes, stream);
+}
+
+}  // namespace gpumem::alloc

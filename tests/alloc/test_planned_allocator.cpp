@@ -1,0 +1,141 @@
+// Planned mode: a repeating workload is served from the planned arena after
+// one recorded iteration, blocks never overlap whatever the workload does,
+// a changed workload is planned again, and a replay of a real three-
+// iteration training trace ends fully planned.
+#include "gpumem/alloc/planned_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "gpumem/alloc/simulated_device.h"
+#include "gpumem/trace/replay.h"
+#include "test_paths.h"
+
+namespace gpumem::alloc {
+namespace {
+
+// Live blocks by address; fails the test when a new one overlaps one.
+class Overlaps {
+ public:
+  void add(void* p, std::size_t bytes) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto next = live_.lower_bound(a);
+    if (next != live_.end()) ASSERT_GE(next->first, a + bytes) << "overlaps the next live block";
+    if (next != live_.begin()) ASSERT_LE(std::prev(next)->second, a) << "overlaps the previous live block";
+    live_[a] = a + bytes;
+  }
+  void remove(void* p) { live_.erase(reinterpret_cast<std::uintptr_t>(p)); }
+
+ private:
+  std::map<std::uintptr_t, std::uintptr_t> live_;
+};
+
+// One training-like iteration: activations in a stack, gradients freed
+// soon, `extra` more allocations in the middle.
+void iteration(PlannedAllocator& a, Overlaps& overlaps, std::mt19937_64* jitter, int extra = 0) {
+  std::vector<std::pair<void*, std::size_t>> stack;
+  for (int k = 0; k < 40 + extra; ++k) {
+    std::size_t bytes = std::size_t(64 + 37 * k % 300) * 1024;
+    if (jitter && (*jitter)() % 10 == 0) bytes += 4096;  // a size the plan has not seen
+    void* p = a.allocate(bytes);
+    overlaps.add(p, bytes);
+    stack.emplace_back(p, bytes);
+  }
+  while (!stack.empty()) {
+    auto [p, bytes] = stack.back();
+    stack.pop_back();
+    void* g = a.allocate(bytes / 2);
+    overlaps.add(g, bytes / 2);
+    overlaps.remove(p);
+    a.deallocate(p, bytes);
+    overlaps.remove(g);
+    a.deallocate(g, bytes / 2);
+  }
+}
+
+TEST(PlannedAllocator, ARepeatingWorkloadIsServedFromThePlan) {
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  void* weights = a.allocate(8 << 20);  // before the first iteration: the cache's
+  overlaps.add(weights, 8 << 20);
+  for (int i = 0; i < 5; ++i) {
+    a.step();
+    iteration(a, overlaps, nullptr);
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.plans, 1u);
+  EXPECT_EQ(s.missed, 0u);
+  EXPECT_EQ(s.planned, 4u * 80u) << "every allocation of the four iterations after the recorded one";
+  ASSERT_TRUE(a.plan().has_value());
+  EXPECT_TRUE(a.plan()->proven_optimal);
+  // The arena is the iteration's peak: no more than the most bytes it had live.
+  std::size_t stack = 0, peak = 0;
+  for (int k = 0; k < 40; ++k) stack += std::size_t(64 + 37 * k % 300) * 1024;
+  peak = stack + ((std::size_t(64 + 37 * 39 % 300) * 1024) / 2 + 511) / 512 * 512;
+  EXPECT_LE(s.arena_bytes, peak);
+  a.deallocate(weights, 8 << 20);
+}
+
+TEST(PlannedAllocator, BlocksNeverOverlapAndAChangedWorkloadIsPlannedAgain) {
+  std::mt19937_64 rng(17);
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  for (int i = 0; i < 30; ++i) {
+    a.step();
+    // Every tenth iteration changes shape; some sizes drift at random.
+    iteration(a, overlaps, i % 3 == 2 ? &rng : nullptr, (i / 10) * 7);
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_GT(s.plans, 1u) << "a changed iteration is planned again";
+  EXPECT_GT(s.missed, 0u);
+  EXPECT_GT(s.planned, s.missed * 4) << "most requests still come from a plan";
+}
+
+TEST(PlannedAllocator, APlanFromEarlierServesTheFirstIteration) {
+  // Plan one iteration ahead of time (as `gpumem plan` over a recording).
+  SimulatedDevice recording_device;
+  PlannedAllocator recorder(simulated_upstream(recording_device));
+  Overlaps o1;
+  recorder.step();
+  iteration(recorder, o1, nullptr);
+  recorder.step();
+  const IterationPlan plan = *recorder.plan();
+
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  a.use_plan(plan);
+  Overlaps o2;
+  a.step();
+  iteration(a, o2, nullptr);
+  EXPECT_EQ(a.planned_stats().planned, 80u);
+  EXPECT_EQ(a.planned_stats().plans, 0u) << "nothing recorded: the plan came from outside";
+}
+
+TEST(PlannedReplay, ARealTrainingTraceEndsFullyPlanned) {
+  const trace::Trace t = trace::read_trace(test::trace_path("resnet18_adamw_3iter.json.gz"));
+  trace::ReplayOptions options;
+  options.policies = {"gpumem", "gpumem-planned"};
+  options.optimal_time_limit = 0;
+  const trace::ReplayReport r = trace::replay(t, options);
+  EXPECT_EQ(r.iterations, 3u);
+  ASSERT_EQ(r.policies.size(), 2u);
+  const trace::PolicyResult& planned = r.policies[1];
+  EXPECT_EQ(planned.name, "gpumem-planned");
+  // Iteration 1 follows iteration 0's plan where it can (iteration 0
+  // allocates 186 more: optimizer state); iteration 2 follows iteration 1's.
+  EXPECT_GE(planned.planned_allocations, 2 * 1409u - 200u);
+  EXPECT_LE(planned.missed_allocations, 200u);
+  EXPECT_GT(planned.steady_peak_reserved, 0);
+  EXPECT_GE(planned.steady_peak_reserved, r.steady_peak_allocated);
+  EXPECT_EQ(r.policies[0].steady_peak_reserved, r.policies[0].peak_reserved)
+      << "gpumem's peak is in the iterations after the first";
+}
+
+}  // namespace
+}  // namespace gpumem::alloc
