@@ -92,6 +92,16 @@ GPUMEM_API gpumem_status gpumem_free(gpumem_allocator* allocator, void* ptr, uin
 /* Marks `ptr` as used by `stream` too (torch's Tensor.record_stream): once
  * freed, it is reused only after that stream's queued work is done. */
 GPUMEM_API gpumem_status gpumem_record_stream(gpumem_allocator* allocator, void* ptr, uint64_t stream);
+/* An iteration (a training step, a batch of fixed shape) begins. With
+ * "planned:true" in the config, the first iteration is recorded, and the
+ * following ones are served from one arena at offsets planned for it (see
+ * docs/allocator.md, "Planned mode"); otherwise this does nothing. */
+GPUMEM_API gpumem_status gpumem_step(gpumem_allocator* allocator);
+/* Planned mode's counts: requests served from the arena, those served by the
+ * cache while a plan was in force, and the arena's bytes (all 0 when the
+ * allocator is not planned). Any of the pointers may be NULL. */
+GPUMEM_API gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint64_t* planned, uint64_t* missed,
+                                              size_t* arena_bytes);
 /* Waits for pending frees, then gives every fully free cached segment back. */
 GPUMEM_API gpumem_status gpumem_empty_cache(gpumem_allocator* allocator);
 /* Every peak statistic starts again from its current value. */

@@ -19,6 +19,7 @@
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/config.h"
 #include "gpumem/alloc/cuda.h"
+#include "gpumem/alloc/planned_allocator.h"
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/alloc/stats_publisher.h"
 #include "gpumem/common/error.h"
@@ -48,8 +49,10 @@ struct gpumem_device {
 };
 
 struct gpumem_allocator {
-  std::shared_ptr<DeviceState> device;  // declared first: destroyed after the allocator
-  std::unique_ptr<CachingAllocator> allocator;
+  std::shared_ptr<DeviceState> device;                       // declared first: destroyed after the allocator
+  std::unique_ptr<CachingAllocator> allocator;               // planned:false
+  std::unique_ptr<gpumem::alloc::PlannedAllocator> planned;  // planned:true
+  CachingAllocator* cache = nullptr;                         // either's: statistics, snapshots
   std::unique_ptr<gpumem::alloc::StatsPublisher> publisher;  // declared last: stops before the allocator goes
 };
 
@@ -100,9 +103,11 @@ void require(const void* argument, const char* name) {
   if (argument == nullptr) throw InputError(fmt::format("{} is NULL", name));
 }
 
+// The caching allocator behind a handle: the allocator itself, or the
+// cache behind a planned one (statistics, snapshots, history).
 CachingAllocator& allocator_of(gpumem_allocator* allocator) {
   require(allocator, "allocator");
-  return *allocator->allocator;
+  return *allocator->cache;
 }
 
 DeviceState& device_of(gpumem_device* device) {
@@ -209,11 +214,17 @@ gpumem_status gpumem_allocator_create(gpumem_device* device, const char* config,
         config != nullptr ? gpumem::alloc::parse_allocator_config(config) : gpumem::alloc::allocator_config_from_env();
     auto allocator = std::make_unique<gpumem_allocator>();
     allocator->device = device->state;
-    allocator->allocator = std::make_unique<CachingAllocator>(state.upstream, parsed);
+    if (parsed.planned) {
+      allocator->planned = std::make_unique<gpumem::alloc::PlannedAllocator>(state.upstream, parsed);
+      allocator->cache = &allocator->planned->cache();
+    } else {
+      allocator->allocator = std::make_unique<CachingAllocator>(state.upstream, parsed);
+      allocator->cache = allocator->allocator.get();
+    }
     if (parsed.publish_interval_ms > 0) {
       try {
         allocator->publisher = std::make_unique<gpumem::alloc::StatsPublisher>(
-            *allocator->allocator,
+            *allocator->cache,
             gpumem::alloc::PublisherOptions{
                 .interval = std::chrono::milliseconds(parsed.publish_interval_ms), .device = state.index, .name = {}});
       } catch (const std::system_error& e) {
@@ -235,7 +246,7 @@ gpumem_status gpumem_malloc(gpumem_allocator* allocator, size_t bytes, uint64_t 
   return guarded(__func__, [&] {
     CachingAllocator& a = allocator_of(allocator);
     require(out, "out");
-    *out = a.allocate(bytes, stream);
+    *out = allocator->planned ? allocator->planned->allocate(bytes, stream) : a.allocate(bytes, stream);
   });
 }
 
@@ -245,14 +256,17 @@ gpumem_status gpumem_malloc_tagged(gpumem_allocator* allocator, size_t bytes, ui
     CachingAllocator& a = allocator_of(allocator);
     require(out, "out");
     const gpumem::alloc::TagId id = tag != nullptr ? a.intern_tag(tag) : gpumem::alloc::kNoTag;
-    *out = a.allocate_tagged(bytes, stream, id);
+    // A planned allocator serves requests by size and order; tags name the
+    // cache's blocks only.
+    *out = allocator->planned ? allocator->planned->allocate(bytes, stream) : a.allocate_tagged(bytes, stream, id);
   });
 }
 
 gpumem_status gpumem_free(gpumem_allocator* allocator, void* ptr, uint64_t stream) {
   return guarded(__func__, [&] {
     CachingAllocator& a = allocator_of(allocator);
-    if (ptr != nullptr) check_status(a.free(ptr, stream), ptr);
+    if (ptr != nullptr)
+      check_status(allocator->planned ? allocator->planned->free(ptr, stream) : a.free(ptr, stream), ptr);
   });
 }
 
@@ -261,6 +275,25 @@ gpumem_status gpumem_record_stream(gpumem_allocator* allocator, void* ptr, uint6
     CachingAllocator& a = allocator_of(allocator);
     require(ptr, "ptr");
     check_status(a.record_stream(ptr, stream), ptr);
+  });
+}
+
+gpumem_status gpumem_step(gpumem_allocator* allocator) {
+  return guarded(__func__, [&] {
+    allocator_of(allocator);  // checks the handle
+    if (allocator->planned) allocator->planned->step();
+  });
+}
+
+gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint64_t* planned, uint64_t* missed,
+                                   size_t* arena_bytes) {
+  return guarded(__func__, [&] {
+    allocator_of(allocator);
+    const gpumem::alloc::PlannedStats s =
+        allocator->planned ? allocator->planned->planned_stats() : gpumem::alloc::PlannedStats{};
+    if (planned) *planned = s.planned;
+    if (missed) *missed = s.missed;
+    if (arena_bytes) *arena_bytes = s.arena_bytes;
   });
 }
 

@@ -109,12 +109,14 @@ void apply(AllocatorConfig& c, std::string_view key, std::string_view value) {
     c.history_capacity = parse_count(key, value);
   } else if (key == "publish_interval_ms") {
     c.publish_interval_ms = parse_count(key, value);
+  } else if (key == "planned") {
+    c.planned = parse_bool(key, value);
   } else {
     throw InputError(
         fmt::format("GPUMEM_ALLOC_CONF: unknown key '{}' (known: preset, max_split_size_mb, "
                     "garbage_collection_threshold, expandable_segments, release_before_new_peak, round_bytes, "
                     "small_size_mb, small_segment_mb, large_segment_mb, min_large_alloc_mb, large_round_mb, "
-                    "large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms)",
+                    "large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms, planned)",
                     printable(key)));
   }
 }
@@ -201,6 +203,7 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
   for (const Entry& e : entries) {
     if (e.key != "preset") continue;
     const std::size_t publish = base.publish_interval_ms;
+    const bool planned = base.planned;
     if (e.value == "gpumem")
       base = AllocatorConfig::gpumem_defaults();
     else if (e.value == "pytorch")
@@ -208,6 +211,7 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
     else
       bad_value(e.key, e.value, "gpumem or pytorch");
     base.publish_interval_ms = publish;
+    base.planned = planned;
   }
   for (const Entry& e : entries)
     if (e.key != "preset") apply(base, e.key, e.value);
@@ -237,6 +241,7 @@ std::string to_string(const AllocatorConfig& c) {
   if (c.reserved_limit) s += ",reserved_limit_mb:" + mib(c.reserved_limit);
   if (c.history_capacity) s += fmt::format(",history:{}", c.history_capacity);
   if (c.publish_interval_ms) s += fmt::format(",publish_interval_ms:{}", c.publish_interval_ms);
+  if (c.planned) s += ",planned:true";
   return s;
 }
 

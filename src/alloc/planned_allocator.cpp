@@ -197,23 +197,28 @@ void PlannedAllocator::observe_free(void* ptr) {
 }
 
 void PlannedAllocator::do_deallocate(void* ptr, std::size_t bytes, StreamId stream) noexcept {
-  if (!ptr) return;
+  (void)bytes;  // the cache knows every block's size
+  if (ptr) free(ptr, stream);
+}
+
+FreeStatus PlannedAllocator::free(void* ptr, StreamId stream) {
+  if (!ptr) return FreeStatus::kOk;
   std::lock_guard lock(mutex_);
   if (mode_ != Mode::kCaching) observe_free(ptr);
   if (arena_.holds(ptr)) {
-    arena_.live.erase(static_cast<char*>(ptr) - arena_.base);
-    return;
+    if (arena_.live.erase(static_cast<char*>(ptr) - arena_.base) == 0) return FreeStatus::kUnknownPointer;
+    return FreeStatus::kOk;
   }
   for (auto it = retired_.begin(); it != retired_.end(); ++it) {
     if (!it->holds(ptr)) continue;
-    it->live.erase(static_cast<char*>(ptr) - it->base);
+    if (it->live.erase(static_cast<char*>(ptr) - it->base) == 0) return FreeStatus::kUnknownPointer;
     if (it->live.empty()) {
       free_arena(*it);
       retired_.erase(it);
     }
-    return;
+    return FreeStatus::kOk;
   }
-  cache_.deallocate(ptr, bytes, stream);
+  return cache_.free(ptr, stream);
 }
 
 }  // namespace gpumem::alloc

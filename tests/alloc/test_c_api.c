@@ -11,13 +11,12 @@
 
 static int g_failures = 0;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      ++g_failures;                                                          \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, \
-              __LINE__, #cond, gpumem_last_error());                         \
-    }                                                                        \
+#define CHECK(cond)                                                                                                  \
+  do {                                                                                                               \
+    if (!(cond)) {                                                                                                   \
+      ++g_failures;                                                                                                  \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, gpumem_last_error()); \
+    }                                                                                                                \
   } while (0)
 
 #define CHECK_STATUS(call, expected) CHECK((call) == (expected))
@@ -140,6 +139,35 @@ static void test_publishing(gpumem_device* device) {
   CHECK_STATUS(gpumem_allocator_destroy(b), GPUMEM_OK);
   CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
   CHECK(access(path, F_OK) != 0);
+}
+
+/* "planned:true": after gpumem_step() marks iterations, the first is
+ * recorded and the next ones come from the planned arena. */
+static void test_planned(gpumem_device* device) {
+  gpumem_allocator* a = NULL;
+  CHECK_STATUS(gpumem_allocator_create(device, "planned:true", &a), GPUMEM_OK);
+  for (int iteration = 0; iteration < 4; ++iteration) {
+    void* p[3] = {NULL, NULL, NULL};
+    CHECK_STATUS(gpumem_step(a), GPUMEM_OK);
+    for (int k = 0; k < 3; ++k) CHECK_STATUS(gpumem_malloc(a, (size_t)(k + 1) * kMiB, 0, &p[k]), GPUMEM_OK);
+    CHECK(p[0] != p[1] && p[1] != p[2]);
+    for (int k = 2; k >= 0; --k) CHECK_STATUS(gpumem_free(a, p[k], 0), GPUMEM_OK);
+  }
+  uint64_t planned = 0, missed = 0;
+  size_t arena = 0;
+  CHECK_STATUS(gpumem_planned_stats(a, &planned, &missed, &arena), GPUMEM_OK);
+  CHECK(planned == 9); /* iterations 2 to 4, three requests each */
+  CHECK(missed == 0);
+  CHECK(arena == 6 * kMiB); /* the three live at once */
+  int on_stack = 0;
+  CHECK_STATUS(gpumem_free(a, &on_stack, 0), GPUMEM_ERROR_INVALID_POINTER);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+  /* Without planned:true, gpumem_step() does nothing. */
+  CHECK_STATUS(gpumem_allocator_create(device, NULL, &a), GPUMEM_OK);
+  CHECK_STATUS(gpumem_step(a), GPUMEM_OK);
+  CHECK_STATUS(gpumem_planned_stats(a, &planned, NULL, NULL), GPUMEM_OK);
+  CHECK(planned == 0);
+  CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
 }
 
 /* Configs the allocator's free index cannot serve are refused when the
@@ -325,6 +353,7 @@ int main(int argc, char** argv) {
   test_invalid_pointers(device);
   test_bad_config(device);
   test_publishing(device);
+  test_planned(device);
   test_invalid_configs(device);
   test_config_from_environment(device);
   test_out_of_memory(device);

@@ -86,6 +86,15 @@ TEST(AllocatorConfig, PublishIntervalSurvivesPresetsAndRoundTrips) {
       << error_of("publish_interval_ms:60001");
 }
 
+TEST(AllocatorConfig, PlannedIsAKeyAPresetKeeps) {
+  EXPECT_FALSE(parse_allocator_config("").planned);
+  const AllocatorConfig c = parse_allocator_config("planned:true,preset:pytorch");
+  EXPECT_TRUE(c.planned);
+  EXPECT_FALSE(c.release_before_new_peak) << "the preset still applies";
+  EXPECT_TRUE(parse_allocator_config(to_string(c)).planned);
+  EXPECT_NE(error_of("planned:maybe").find("planned"), std::string::npos);
+}
+
 TEST(AllocatorConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of("max_split_size:128").find("unknown key 'max_split_size'"), std::string::npos);
   EXPECT_NE(error_of("max_split_size_mb:ten").find("key 'max_split_size_mb': bad value 'ten'"), std::string::npos);

@@ -59,8 +59,7 @@ class StatisticsAdaptor final : public MemoryResource {
 // that is what it really occupies there.
 class LimitingAdaptor final : public MemoryResource {
  public:
-  LimitingAdaptor(MemoryResource& upstream, std::size_t limit_bytes)
-      : upstream_(upstream), limit_(limit_bytes) {}
+  LimitingAdaptor(MemoryResource& upstream, std::size_t limit_bytes) : upstream_(upstream), limit_(limit_bytes) {}
 
   std::string name() const override { return "limiting(" + upstream_.name() + ")"; }
   std::size_t alignment() const noexcept override { return upstream_.alignment(); }
@@ -112,9 +111,7 @@ class TracingAdaptor final : public MemoryResource {
   void clear();
 
  protected:
-  void* do_allocate(std::size_t bytes, StreamId stream) override {
-    return allocate_tagged(bytes, stream, kNoTag);
-  }
+  void* do_allocate(std::size_t bytes, StreamId stream) override { return allocate_tagged(bytes, stream, kNoTag); }
   void do_deallocate(void* ptr, std::size_t bytes, StreamId stream) noexcept override;
 
  private:

@@ -61,11 +61,11 @@ struct BfcOptions {
 
 // What the allocator holds, in TF's AllocatorStats terms.
 struct BfcStats {
-  std::size_t bytes_in_use = 0;       // chunks handed out (rounded, whole chunks)
+  std::size_t bytes_in_use = 0;  // chunks handed out (rounded, whole chunks)
   std::size_t peak_bytes_in_use = 0;
-  std::size_t pool_bytes = 0;         // regions taken from the upstream
+  std::size_t pool_bytes = 0;  // regions taken from the upstream
   std::size_t peak_pool_bytes = 0;
-  std::size_t bytes_limit = 0;        // memory_limit
+  std::size_t bytes_limit = 0;  // memory_limit
   std::uint64_t num_allocs = 0;
   std::size_t largest_alloc_size = 0;
   std::size_t largest_free_chunk = 0;

@@ -106,9 +106,7 @@ class CachingAllocator final : public MemoryResource {
   std::size_t capacity() const noexcept;
 
  protected:
-  void* do_allocate(std::size_t bytes, StreamId stream) override {
-    return allocate_tagged(bytes, stream, kNoTag);
-  }
+  void* do_allocate(std::size_t bytes, StreamId stream) override { return allocate_tagged(bytes, stream, kNoTag); }
   void do_deallocate(void* ptr, std::size_t bytes, StreamId stream) noexcept override;
 
  private:

@@ -56,6 +56,10 @@ struct AllocatorConfig {
   // unless told 0); a C++ caller makes a StatsPublisher itself. A preset
   // leaves it as it was.
   std::size_t publish_interval_ms = 0;
+  // Planned mode (planned_allocator.h): the C API serves iterations marked
+  // with gpumem_step() from a plan of one recorded iteration. A preset
+  // leaves it as it was.
+  bool planned = false;
 
   // gpumem's defaults: PyTorch's sizes plus the high-water guard.
   static AllocatorConfig gpumem_defaults() { return {}; }
@@ -94,7 +98,8 @@ void validate(const AllocatorConfig& config);
 // garbage_collection_threshold, expandable_segments (true/false),
 // release_before_new_peak, round_bytes, small_size_mb, small_segment_mb,
 // large_segment_mb, min_large_alloc_mb, large_round_mb,
-// large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms. Unknown keys,
+// large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms,
+// planned (true/false). Unknown keys,
 // values that do not parse, and a result that fails validate() throw
 // InputError naming the key.
 AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig base = {});

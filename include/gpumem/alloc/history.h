@@ -39,7 +39,7 @@ class TagTable {
  public:
   TagTable();
   TagId intern(std::string_view name);  // thread-safe
-  std::string name(TagId tag) const;   // "" for kNoTag or unknown ids
+  std::string name(TagId tag) const;    // "" for kNoTag or unknown ids
 
  private:
   mutable std::mutex mutex_;
@@ -49,10 +49,10 @@ class TagTable {
 
 struct HistoryEvent {
   HistoryAction action;
-  std::uint64_t time_ns;   // steady clock, since the history was created
+  std::uint64_t time_ns;  // steady clock, since the history was created
   std::uint64_t address;
-  std::uint64_t size;      // bytes (for alloc: the rounded block size)
-  std::uint64_t requested; // alloc: bytes asked for; otherwise = size
+  std::uint64_t size;       // bytes (for alloc: the rounded block size)
+  std::uint64_t requested;  // alloc: bytes asked for; otherwise = size
   StreamId stream;
   TagId tag;
 };
@@ -63,8 +63,8 @@ class History {
  public:
   explicit History(std::size_t capacity);
 
-  void record(HistoryAction action, std::uint64_t address, std::uint64_t size,
-              std::uint64_t requested, StreamId stream, TagId tag) {
+  void record(HistoryAction action, std::uint64_t address, std::uint64_t size, std::uint64_t requested, StreamId stream,
+              TagId tag) {
     if (!ring_.empty()) append(action, address, size, requested, stream, tag);  // off: one compare
   }
   // Oldest first.
@@ -76,8 +76,8 @@ class History {
   void clear();
 
  private:
-  void append(HistoryAction action, std::uint64_t address, std::uint64_t size, std::uint64_t requested,
-              StreamId stream, TagId tag);
+  void append(HistoryAction action, std::uint64_t address, std::uint64_t size, std::uint64_t requested, StreamId stream,
+              TagId tag);
 
   std::vector<HistoryEvent> ring_;
   std::uint64_t total_ = 0;
@@ -88,7 +88,7 @@ class History {
 //   {"format":"gpumem-history","version":1,"events":N,"dropped":D}
 //   {"action":"alloc","time_ns":T,"addr":A,"size":S,"requested":R,"stream":K,"tag":"name"}
 // "tag" is omitted when there is none; "requested" only on alloc.
-void write_history_jsonl(std::ostream& out, const std::vector<HistoryEvent>& events,
-                         std::uint64_t dropped, const TagTable& tags);
+void write_history_jsonl(std::ostream& out, const std::vector<HistoryEvent>& events, std::uint64_t dropped,
+                         const TagTable& tags);
 
 }  // namespace gpumem::alloc

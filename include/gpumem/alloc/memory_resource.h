@@ -47,9 +47,7 @@ class MemoryResource {
   // At least `alignment()`-aligned memory of `bytes` bytes, usable in stream
   // order on `stream`. Throws OutOfMemoryError or DeviceError. A request of 0
   // bytes returns nullptr.
-  void* allocate(std::size_t bytes, StreamId stream = kDefaultStream) {
-    return do_allocate(bytes, stream);
-  }
+  void* allocate(std::size_t bytes, StreamId stream = kDefaultStream) { return do_allocate(bytes, stream); }
   // Returns memory from allocate() with the same size. Passing a stream other
   // than the allocation's means the memory is free once that stream's queued
   // work completes.

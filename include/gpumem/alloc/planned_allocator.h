@@ -75,6 +75,9 @@ class PlannedAllocator final : public MemoryResource {
   void use_plan(IterationPlan plan);
   std::optional<IterationPlan> plan() const;
   PlannedStats planned_stats() const;
+  // Frees what allocate() returned without its size (the C API's way):
+  // kUnknownPointer for a pointer neither the arena nor the cache holds.
+  FreeStatus free(void* ptr, StreamId stream);
   // The cache behind the plan (statistics, snapshots, empty_cache()).
   CachingAllocator& cache() noexcept { return cache_; }
 

@@ -56,13 +56,13 @@ struct PoolResourceOptions {
 };
 
 struct PoolStats {
-  std::size_t pool_size = 0;          // bytes taken from the upstream
-  std::size_t upstream_blocks = 0;    // upstream allocations held
-  std::size_t bytes_in_use = 0;       // handed out, rounded to 256
-  std::size_t free_bytes = 0;         // in every stream's free list
+  std::size_t pool_size = 0;        // bytes taken from the upstream
+  std::size_t upstream_blocks = 0;  // upstream allocations held
+  std::size_t bytes_in_use = 0;     // handed out, rounded to 256
+  std::size_t free_bytes = 0;       // in every stream's free list
   std::size_t free_blocks = 0;
   std::size_t largest_free_block = 0;
-  std::size_t free_lists = 0;         // streams with a free list
+  std::size_t free_lists = 0;  // streams with a free list
 };
 
 struct PoolBlock {

@@ -18,8 +18,8 @@
 namespace gpumem::alloc {
 
 struct SimulatedDeviceOptions {
-  std::size_t capacity = std::size_t{80} << 30;     // physical bytes
-  std::size_t granularity = std::size_t{2} << 20;   // VMM mapping unit
+  std::size_t capacity = std::size_t{80} << 30;    // physical bytes
+  std::size_t granularity = std::size_t{2} << 20;  // VMM mapping unit
   // Cost of each upstream call (allocate, deallocate, map, unmap), added to
   // simulated_time_ns(). With spin_latency the call also busy-waits that
   // long, so benchmarks feel what cudaMalloc costs.
@@ -37,16 +37,14 @@ struct SimulatedDeviceCounters {
   std::uint64_t release_calls = 0;
   std::uint64_t map_calls = 0;
   std::uint64_t unmap_calls = 0;
-  std::uint64_t failed_calls = 0;       // requests refused for lack of memory
-  std::size_t physical_used = 0;        // bytes allocated or mapped now
+  std::uint64_t failed_calls = 0;  // requests refused for lack of memory
+  std::size_t physical_used = 0;   // bytes allocated or mapped now
   std::size_t physical_peak = 0;
-  std::size_t live_allocations = 0;     // allocate() results not yet freed
-  std::size_t mapped_bytes = 0;         // of physical_used, through map()
+  std::size_t live_allocations = 0;  // allocate() results not yet freed
+  std::size_t mapped_bytes = 0;      // of physical_used, through map()
   std::size_t reserved_address_bytes = 0;
 
-  std::uint64_t upstream_calls() const {
-    return allocate_calls + deallocate_calls + map_calls + unmap_calls;
-  }
+  std::uint64_t upstream_calls() const { return allocate_calls + deallocate_calls + map_calls + unmap_calls; }
 };
 
 class SimulatedDevice final : public MemoryResource, public VirtualMemory, public EventBackend {
@@ -113,8 +111,7 @@ class SimulatedDevice final : public MemoryResource, public VirtualMemory, publi
   // Throws unless every granule in [first, first + count) is `mapped`.
   void require_granules_locked(const Reservation& r, std::uintptr_t base, std::size_t first, std::size_t count,
                                bool mapped, const char* call, std::uintptr_t address) const;
-  Reservation& reservation_of_locked(std::uintptr_t address, std::size_t bytes, const char* call,
-                                     std::uintptr_t* base);
+  Reservation& reservation_of_locked(std::uintptr_t address, std::size_t bytes, const char* call, std::uintptr_t* base);
 
   const SimulatedDeviceOptions options_;
   mutable std::mutex mutex_;

@@ -29,7 +29,7 @@ struct BlockSnapshot {
 
 struct SegmentSnapshot {
   std::uint64_t address = 0;
-  std::uint64_t total_size = 0;      // bytes reserved (mapped, for expandable)
+  std::uint64_t total_size = 0;  // bytes reserved (mapped, for expandable)
   std::uint64_t allocated_size = 0;
   std::uint64_t active_size = 0;
   std::uint64_t requested_size = 0;

@@ -26,7 +26,10 @@ struct Stat {
     freed += amount;
   }
   void reset_peak() { peak = current; }
-  void reset_accumulated() { allocated = 0; freed = 0; }
+  void reset_accumulated() {
+    allocated = 0;
+    freed = 0;
+  }
 };
 
 // Which pool a quantity belongs to: PyTorch's "all", "small_pool",
@@ -36,23 +39,23 @@ inline constexpr int kStatAll = 0;
 using StatArray = std::array<Stat, 3>;  // all, small_pool, large_pool
 
 struct AllocatorStats {
-  StatArray allocation;            // live allocations
-  StatArray segment;               // segments reserved from the device
-  StatArray active;                // allocated or waiting for a stream
-  StatArray inactive_split;        // free blocks that are pieces of a segment
-  StatArray allocated_bytes;       // bytes of live allocations (rounded)
-  StatArray reserved_bytes;        // bytes held from the device
+  StatArray allocation;       // live allocations
+  StatArray segment;          // segments reserved from the device
+  StatArray active;           // allocated or waiting for a stream
+  StatArray inactive_split;   // free blocks that are pieces of a segment
+  StatArray allocated_bytes;  // bytes of live allocations (rounded)
+  StatArray reserved_bytes;   // bytes held from the device
   StatArray active_bytes;
   StatArray inactive_split_bytes;
-  StatArray requested_bytes;       // bytes callers asked for (unrounded)
-  Stat oversize_allocations;       // allocations >= max_split_size
+  StatArray requested_bytes;  // bytes callers asked for (unrounded)
+  Stat oversize_allocations;  // allocations >= max_split_size
   Stat oversize_segments;
   std::int64_t num_alloc_retries = 0;  // allocations that freed cache and retried
   std::int64_t num_ooms = 0;
   std::int64_t num_sync_all_streams = 0;
-  std::int64_t num_device_alloc = 0;   // upstream allocate or map calls
-  std::int64_t num_device_free = 0;    // upstream deallocate or unmap calls
-  std::int64_t max_split_size = 0;     // -1 when unlimited, as PyTorch reports
+  std::int64_t num_device_alloc = 0;  // upstream allocate or map calls
+  std::int64_t num_device_free = 0;   // upstream deallocate or unmap calls
+  std::int64_t max_split_size = 0;    // -1 when unlimited, as PyTorch reports
 
   // Flat map with PyTorch's key names: "allocated_bytes.all.current",
   // "segment.large_pool.peak", "num_alloc_retries", ...

@@ -26,6 +26,7 @@
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/config.h"
 #include "gpumem/alloc/cuda.h"
+#include "gpumem/alloc/planned_allocator.h"
 #include "gpumem/alloc/snapshot.h"
 #include "gpumem/alloc/stats_publisher.h"
 
@@ -41,8 +42,10 @@ struct DeviceAllocator {
   std::unique_ptr<CudaDeviceResource> memory;
   std::unique_ptr<CudaVirtualMemory> vmm;
   std::unique_ptr<CudaEvents> events;
-  std::unique_ptr<CachingAllocator> allocator;
-  std::unique_ptr<StatsPublisher> publisher;  // for `gpumem exporter`; null when off or refused
+  std::unique_ptr<CachingAllocator> allocator;  // planned:false
+  std::unique_ptr<PlannedAllocator> planned;    // planned:true
+  CachingAllocator* cache = nullptr;            // either's: statistics, snapshots, empty_cache
+  std::unique_ptr<StatsPublisher> publisher;    // for `gpumem exporter`; null when off or refused
 };
 
 // Made once and never destroyed: PyTorch frees tensors during interpreter
@@ -102,11 +105,17 @@ DeviceAllocator& device_allocator(int device) {
   upstream.vmm = made->vmm.get();
   upstream.events = made->events.get();
   upstream.capacity = made->memory->total_memory();
-  made->allocator = std::make_unique<CachingAllocator>(upstream, config);
+  if (config.planned) {
+    made->planned = std::make_unique<PlannedAllocator>(upstream, config);
+    made->cache = &made->planned->cache();
+  } else {
+    made->allocator = std::make_unique<CachingAllocator>(upstream, config);
+    made->cache = made->allocator.get();
+  }
   if (config.publish_interval_ms > 0) {
     try {
       made->publisher = std::make_unique<StatsPublisher>(
-          *made->allocator,
+          *made->cache,
           PublisherOptions{
               .interval = std::chrono::milliseconds(config.publish_interval_ms), .device = device, .name = {}});
     } catch (const std::exception& e) {
@@ -124,7 +133,7 @@ DeviceAllocator& device_allocator(int device) {
 CachingAllocator* existing_allocator(int device) {
   if (!valid_device(device)) return nullptr;
   DeviceAllocator* state = g_devices[device].load(std::memory_order_acquire);
-  return state != nullptr ? state->allocator.get() : nullptr;
+  return state != nullptr ? state->cache : nullptr;
 }
 
 StreamId to_stream_id(cudaStream_t stream) { return reinterpret_cast<StreamId>(stream); }
@@ -153,7 +162,10 @@ long copy_out(const std::string& text, char* buf, size_t len) {
 GPUMEM_TORCH_API void* gpumem_torch_alloc(ssize_t size, int device, cudaStream_t stream) {
   try {
     if (size < 0) throw DeviceError("negative size " + std::to_string(size));
-    return device_allocator(device).allocator->allocate(static_cast<std::size_t>(size), to_stream_id(stream));
+    DeviceAllocator& d = device_allocator(device);
+    const auto bytes = static_cast<std::size_t>(size);
+    return d.planned ? d.planned->allocate(bytes, to_stream_id(stream))
+                     : d.cache->allocate(bytes, to_stream_id(stream));
   } catch (const std::exception& e) {
     report("gpumem_torch_alloc", e.what());
     throw AllocationFailed(std::string("gpumem_torch_alloc(") + std::to_string(size) + " bytes, device " +
@@ -166,8 +178,11 @@ GPUMEM_TORCH_API void* gpumem_torch_alloc(ssize_t size, int device, cudaStream_t
 GPUMEM_TORCH_API void gpumem_torch_free(void* ptr, ssize_t /*size*/, int device, cudaStream_t stream) {
   if (ptr == nullptr) return;
   try {
-    CachingAllocator* allocator = existing_allocator(device);
-    if (allocator == nullptr || allocator->free(ptr, to_stream_id(stream)) != FreeStatus::kOk) {
+    DeviceAllocator* d = valid_device(device) ? g_devices[device].load(std::memory_order_acquire) : nullptr;
+    const FreeStatus status = d == nullptr ? FreeStatus::kUnknownPointer
+                              : d->planned ? d->planned->free(ptr, to_stream_id(stream))
+                                           : d->cache->free(ptr, to_stream_id(stream));
+    if (status != FreeStatus::kOk) {
       const std::string what = "pointer " + gpumem::alloc::cuda_detail::hex(ptr) +
                                " was not allocated by gpumem on device " + std::to_string(device);
       report("gpumem_torch_free", what.c_str());
@@ -192,6 +207,21 @@ GPUMEM_TORCH_API int gpumem_torch_record_stream(void* ptr, cudaStream_t stream) 
     report("gpumem_torch_record_stream", e.what());
   }
   return -1;
+}
+
+// An iteration (a training step) begins on every device gpumem serves: with
+// GPUMEM_ALLOC_CONF=planned:true the first is recorded and the next ones
+// are served from a planned arena (docs/allocator.md, "Planned mode"); call
+// it from the training loop (ctypes) before each step. Otherwise nothing.
+GPUMEM_TORCH_API void gpumem_torch_step(void) {
+  for (int device = 0; device < kMaxDevices; ++device) {
+    try {
+      DeviceAllocator* d = g_devices[device].load(std::memory_order_acquire);
+      if (d != nullptr && d->planned) d->planned->step();
+    } catch (const std::exception& e) {
+      report("gpumem_torch_step", e.what());
+    }
+  }
 }
 
 // Gives cached memory back to the driver on every device gpumem serves
