@@ -1,0 +1,54 @@
+// Perfect packings: the cut is a valid plan of exactly the rectangle's
+// height, which is also the lower bound, so the optimum is known; the same
+// seed gives the same instance; small ones are proven by the solver.
+#include "gpumem/plan/perfect_packing.h"
+
+#include <gtest/gtest.h>
+
+#include "gpumem/plan/solver.h"
+#include "gpumem/plan/validate.h"
+
+namespace gpumem::plan {
+namespace {
+
+TEST(PerfectPacking, TheCutIsAPlanAsHighAsTheLowerBound) {
+  for (CutShape shape : {CutShape::kGuillotine, CutShape::kStrips, CutShape::kStaircase}) {
+    for (std::size_t n : {1u, 7u, 200u, 2000u}) {
+      const PerfectPacking p = perfect_packing(n, n, shape);
+      ASSERT_EQ(p.problem.buffers.size(), n) << to_string(shape);
+      EXPECT_FALSE(validate(p.problem, p.offsets).has_value()) << to_string(shape) << " " << n;
+      EXPECT_EQ(arena_size(p.problem, p.offsets), p.height) << to_string(shape) << " " << n;
+      EXPECT_EQ(lower_bound(p.problem), p.height) << "the pieces tile the rectangle: " << to_string(shape);
+      for (const Buffer& b : p.problem.buffers) {
+        EXPECT_EQ(b.size % 512, 0);
+        EXPECT_LT(b.lower, b.upper);
+      }
+    }
+  }
+}
+
+TEST(PerfectPacking, TheSameSeedGivesTheSameInstance) {
+  const PerfectPacking a = perfect_packing(42, 300, CutShape::kStaircase);
+  const PerfectPacking b = perfect_packing(42, 300, CutShape::kStaircase);
+  const PerfectPacking c = perfect_packing(43, 300, CutShape::kStaircase);
+  ASSERT_EQ(a.problem.buffers.size(), b.problem.buffers.size());
+  for (std::size_t i = 0; i < a.problem.buffers.size(); ++i) {
+    EXPECT_EQ(a.problem.buffers[i].size, b.problem.buffers[i].size);
+    EXPECT_EQ(a.problem.buffers[i].lower, b.problem.buffers[i].lower);
+  }
+  EXPECT_NE(a.offsets, c.offsets);
+}
+
+TEST(PerfectPacking, SmallOnesAreProvenOptimal) {
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    const PerfectPacking p = perfect_packing(seed, 12, CutShape::kGuillotine, 1 << 20, 100);
+    SolveOptions options;
+    options.time_limit_seconds = 20;
+    const SolveResult r = solve(p.problem, options);
+    EXPECT_TRUE(r.optimal) << "seed " << seed;
+    EXPECT_EQ(r.plan.arena, p.height) << "seed " << seed;
+  }
+}
+
+}  // namespace
+}  // namespace gpumem::plan
