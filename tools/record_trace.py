@@ -21,6 +21,9 @@ under PyTorch's profiler with profile_memory on:
                           Kineto's "python_function" spans
   mlp_no_memory.json      (--only no_memory) an MLP step recorded with
                           profile_memory off: operators, no [memory]
+  vit_b16_adamw_2iter.json.gz  (--only vit_b16) torchvision's ViT-B/16
+                          (10 classes), batch 2 at 224x224, AdamW: 2
+                          iterations
   leaky_mlp_train.json    a 2-layer MLP, batch 64, SGD: 6 iterations, each
                           keeping its hidden features (128 KiB) in a list:
                           the steady leak `gpumem trace stats` must find
@@ -197,6 +200,24 @@ def resnet_step(adamw=False):
     return step
 
 
+def vit_step():
+    # ViT-B/16 (torchvision), batch 2 at 224x224, AdamW: a transformer whose
+    # attention and MLP activations are large next to its weights.
+    import torchvision
+
+    model = torchvision.models.vit_b_16(num_classes=10)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    images = torch.randn(2, 3, 224, 224)
+    labels = torch.tensor([3, 7])
+
+    def step():
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+
+    return step
+
+
 def mlp_step():
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
     inputs = torch.randn(64, 256)
@@ -246,7 +267,7 @@ def leaky_mlp_step():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory"],
+    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16"],
                         help="record one newer trace only (see below)")
     parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
                         help="output directory (default: tests/data/traces)")
@@ -263,6 +284,11 @@ def main():
         write_trace(os.path.join(out, "resnet18_adamw_3iter.json.gz"),
                     record(resnet_step(adamw=True), 3, with_stack=True),
                     "resnet18 training, AdamW, 3 iterations, with_stack")
+        return 0
+    if args.only == "vit_b16":
+        # Two iterations: the first also creates AdamW's state.
+        write_trace(os.path.join(out, "vit_b16_adamw_2iter.json.gz"), record(vit_step(), 2),
+                    "ViT-B/16 training, batch 2, AdamW, 2 iterations")
         return 0
     if args.only == "no_memory":
         # What profile() records by default: operators, no memory events.
