@@ -175,6 +175,26 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       if (d < cursor_ && try_entry(cursor_ - 1 - d)) break;
     }
     if (p) ++stats_.planned;
+    if (!p && options_.fill_gaps) {
+      // Off the plan: a gap of the arena that is free now, highest first
+      // (planned blocks tend to start low), before the cache grows.
+      const auto need = static_cast<std::int64_t>(rounded(bytes));
+      std::int64_t top = static_cast<std::int64_t>(arena_.bytes);
+      for (auto it = arena_.live.rbegin(); it != arena_.live.rend(); ++it) {
+        if (top - it->second >= need) break;
+        top = it->first;
+      }
+      const std::int64_t floor = 0;
+      if (top - need >= floor) {
+        const std::int64_t offset =
+            (top - need) / static_cast<std::int64_t>(kPlanAlignment) * static_cast<std::int64_t>(kPlanAlignment);
+        if (take_range(offset, offset + need)) {
+          ++stats_.gap_filled;
+          ++missed_this_iteration_;  // off the plan: the next iteration is planned again
+          p = arena_.base + offset;
+        }
+      }
+    }
     if (!p) {
       stats_.missed_busy += busy;
       ++stats_.missed;

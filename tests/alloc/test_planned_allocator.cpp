@@ -97,6 +97,27 @@ TEST(PlannedAllocator, BlocksNeverOverlapAndAChangedWorkloadIsPlannedAgain) {
   EXPECT_GT(s.planned, s.missed * 4) << "most requests still come from a plan";
 }
 
+TEST(PlannedAllocator, ARequestOffThePlanTakesAFreeGapOfTheArena) {
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  a.step();
+  iteration(a, overlaps, nullptr);
+  a.step();  // the plan: an arena as high as the iteration's peak
+  const std::size_t reserved = device.counters().physical_used;
+  // Early in the iteration most of the arena is free: an extra request
+  // fits there, and the device gives nothing more.
+  void* first = a.allocate(64 * 1024);
+  overlaps.add(first, 64 * 1024);
+  void* extra = a.allocate(3 * 1024 * 1024 + 100);
+  overlaps.add(extra, 3 * 1024 * 1024 + 100);
+  EXPECT_EQ(a.planned_stats().gap_filled, 1u);
+  EXPECT_EQ(a.planned_stats().missed, 0u);
+  EXPECT_EQ(device.counters().physical_used, reserved);
+  a.deallocate(extra, 3 * 1024 * 1024 + 100);
+  a.deallocate(first, 64 * 1024);
+}
+
 TEST(PlannedAllocator, APlanFromEarlierServesTheFirstIteration) {
   // Plan one iteration ahead of time (as `gpumem plan` over a recording).
   SimulatedDevice recording_device;

@@ -48,6 +48,9 @@ struct PlannedOptions {
   double solve_seconds = 2.0;  // the planner's time for one iteration
   // How far past the expected request a request may match the plan.
   std::size_t look_ahead = 1024;
+  // A request off the plan may take a gap of the arena that is free at the
+  // moment before the cache grows for it.
+  bool fill_gaps = true;
 };
 
 struct PlannedStats {
@@ -56,6 +59,7 @@ struct PlannedStats {
   std::uint64_t planned = 0;      // requests served from the arena
   std::uint64_t missed = 0;       // requests served by the cache while a plan was in force
   std::uint64_t missed_busy = 0;  // of those: a planned range of that size was still in use
+  std::uint64_t gap_filled = 0;   // requests off the plan placed in a free gap of the arena
   std::size_t arena_bytes = 0;    // the arena in force (0: none)
 };
 
