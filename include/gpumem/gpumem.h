@@ -97,6 +97,12 @@ GPUMEM_API gpumem_status gpumem_record_stream(gpumem_allocator* allocator, void*
  * following ones are served from one arena at offsets planned for it (see
  * docs/allocator.md, "Planned mode"); otherwise this does nothing. */
 GPUMEM_API gpumem_status gpumem_step(gpumem_allocator* allocator);
+/* Planned mode: serve from the plan in `path` (what `gpumem trace plan`
+ * writes) from the next gpumem_step() on, so that even the first iteration
+ * comes from the arena. INVALID_ARGUMENT for an allocator made without
+ * "planned:true", or a file that is not such a plan (the message names the
+ * file and the problem). */
+GPUMEM_API gpumem_status gpumem_use_plan_file(gpumem_allocator* allocator, const char* path);
 /* Planned mode's counts: requests served from the arena, those served by the
  * cache while a plan was in force, and the arena's bytes (all 0 when the
  * allocator is not planned). Any of the pointers may be NULL. */

@@ -285,6 +285,19 @@ gpumem_status gpumem_step(gpumem_allocator* allocator) {
   });
 }
 
+gpumem_status gpumem_use_plan_file(gpumem_allocator* allocator, const char* path) {
+  return guarded(__func__, [&] {
+    allocator_of(allocator);
+    require(path, "path");
+    if (!allocator->planned) throw InputError("the allocator is not planned: create it with \"planned:true\"");
+    // A plan holds 2^24 requests at most: a few hundred MB of JSON.
+    bool gzipped = false;
+    const std::string text =
+        gpumem::read_file(path, std::uint64_t{1} << 30, "the most gpumem reads from a plan", &gzipped);
+    allocator->planned->use_plan(gpumem::alloc::iteration_plan_from_json(text, path));
+  });
+}
+
 gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint64_t* planned, uint64_t* missed,
                                    size_t* arena_bytes) {
   return guarded(__func__, [&] {

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpumem/common/error.h"
 #include "gpumem/plan/problem.h"
 #include "gpumem/plan/solver.h"
 
@@ -44,6 +48,51 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
   out.arena = static_cast<std::size_t>(result.plan.arena);
   out.proven_optimal = result.optimal;
   return out;
+}
+
+std::string to_json(const IterationPlan& plan) {
+  nlohmann::ordered_json j;
+  j["format"] = "gpumem-iteration-plan";
+  j["version"] = 1;
+  j["arena_bytes"] = plan.arena;
+  j["proven_optimal"] = plan.proven_optimal;
+  auto& requests = j["requests"] = nlohmann::ordered_json::array();
+  for (std::size_t k = 0; k < plan.sizes.size(); ++k) requests.push_back({plan.sizes[k], plan.offsets[k]});
+  return j.dump() + "\n";
+}
+
+IterationPlan iteration_plan_from_json(std::string_view text, const std::string& name) {
+  constexpr std::size_t kMaxRequests = std::size_t{1} << 24;
+  constexpr std::int64_t kMaxArena = std::int64_t{1} << 50;
+  const auto fail = [&](const std::string& what) { return InputError(fmt::format("{}: {}", name, what)); };
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw fail("not a JSON object");
+  if (j.value("format", "") != "gpumem-iteration-plan") throw fail("\"format\" is not \"gpumem-iteration-plan\"");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<std::int64_t>() != 1)
+    throw fail("\"version\" is not 1");
+  if (!j.contains("arena_bytes") || !j["arena_bytes"].is_number_integer() || j["arena_bytes"].get<std::int64_t>() < 0 ||
+      j["arena_bytes"].get<std::int64_t>() > kMaxArena)
+    throw fail("\"arena_bytes\" is not a byte count up to 2^50");
+  if (!j.contains("requests") || !j["requests"].is_array()) throw fail("\"requests\" is not an array");
+  const auto& requests = j["requests"];
+  if (requests.size() > kMaxRequests) throw fail(fmt::format("{} requests, more than 2^24", requests.size()));
+  IterationPlan plan;
+  plan.arena = static_cast<std::size_t>(j["arena_bytes"].get<std::int64_t>());
+  plan.proven_optimal = j.value("proven_optimal", false);
+  for (std::size_t k = 0; k < requests.size(); ++k) {
+    const auto& r = requests[k];
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer())
+      throw fail(fmt::format("request {}: not [size, offset]", k));
+    const std::int64_t size = r[0].get<std::int64_t>(), offset = r[1].get<std::int64_t>();
+    if (size <= 0 || size > kMaxArena) throw fail(fmt::format("request {}: size {} is not 1 to 2^50 bytes", k, size));
+    if (offset != -1 && (offset < 0 || offset % static_cast<std::int64_t>(kPlanAlignment) != 0 ||
+                         offset + static_cast<std::int64_t>(rounded(static_cast<std::size_t>(size))) >
+                             static_cast<std::int64_t>(plan.arena)))
+      throw fail(fmt::format("request {}: offset {} is not -1 or a multiple of 512 that fits the arena", k, offset));
+    plan.sizes.push_back(static_cast<std::size_t>(size));
+    plan.offsets.push_back(offset);
+  }
+  return plan;
 }
 
 PlannedAllocator::PlannedAllocator(Upstream upstream, AllocatorConfig config, PlannedOptions options)

@@ -7,12 +7,16 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/html_flag.h"
 #include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
+#include "gpumem/common/units.h"
 #include "gpumem/plan/csv.h"
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/trace_report.h"
 #include "gpumem/trace/formats.h"
+#include "gpumem/trace/iteration_plan.h"
 #include "gpumem/trace/lifetimes.h"
 
 namespace gpumem::cli {
@@ -28,10 +32,13 @@ Action add_trace_command(CLI::App& app) {
     std::string to;
     std::string out;
     std::string html;
+    double time_limit = 5.0;
   };
   auto args = std::make_shared<Args>();
   auto* stats = cmd->add_subcommand("stats", "Peak, largest and never-freed allocations, growth per iteration");
-  stats->add_option("TRACE", args->input, "PyTorch snapshot pickle, torch.profiler JSON, RMM log, gpumem history or MiniMalloc CSV")
+  stats
+      ->add_option("TRACE", args->input,
+                   "PyTorch snapshot pickle, torch.profiler JSON, RMM log, gpumem history or MiniMalloc CSV")
       ->required();
   stats->add_flag("--json", args->json, "Print one JSON document (schema in docs/trace.md)");
   add_html_flag(*stats, args->html);
@@ -45,8 +52,14 @@ Action add_trace_command(CLI::App& app) {
   convert->add_option("-o,--out", args->out, "Output file (written atomically; gzip when it ends in .gz)")->required();
   convert->add_flag("--strict", args->strict, "Fail on damaged records instead of skipping them");
   convert->add_option("--device", args->device, "csv: the device whose allocations to write (default: busiest)");
+  auto* plan = cmd->add_subcommand(
+      "plan", "Plan the trace's last complete iteration for planned mode (a JSON file a job loads before it starts)");
+  plan->add_option("TRACE", args->input, "Any trace gpumem reads, of two iterations or more")->required();
+  plan->add_option("-o,--out", args->out, "The plan (JSON, written atomically)")->required();
+  plan->add_option("--time-limit", args->time_limit, "Seconds for the planner (default 5)")->check(kNonNegativeNumber);
+  plan->add_option("--device", args->device, "Device to plan (default: the one with the most allocations)");
 
-  return [args, stats]() {
+  return [args, stats, plan]() {
     trace::ReadOptions read;
     read.strict = args->strict;
     const trace::Trace t = trace::read_trace(args->input, read);
@@ -55,16 +68,34 @@ Action add_trace_command(CLI::App& app) {
       trace::require_memory_events(t);
       const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, device, args->strict);
       const trace::TraceStats s = trace::trace_stats(t, lifetimes);
-      if (args->json) std::printf("%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
-      else std::fputs(render_trace_stats_text(s, args->input).c_str(), stdout);
+      if (args->json)
+        std::printf("%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
+      else
+        std::fputs(render_trace_stats_text(s, args->input).c_str(), stdout);
       if (!args->html.empty()) write_html(args->html, report::trace_html(t, &s, nullptr, &lifetimes));
       return kExitOk;
     }
+    if (plan->parsed()) {
+      trace::require_memory_events(t, /*history_needed=*/true);
+      const trace::TracePlan p =
+          trace::plan_last_iteration(trace::extract_lifetimes(t, device, args->strict), args->input, args->time_limit);
+      write_file_atomically(args->out, alloc::to_json(p.plan));
+      std::printf("Plan of iteration %zu of %zu: %zu requests, %zu from the arena; arena %s (%zu bytes, %s)\n",
+                  p.iteration + 1, p.iterations, p.plan.sizes.size(), p.planned_requests,
+                  format_bytes(p.plan.arena).c_str(), p.plan.arena,
+                  p.plan.proven_optimal ? "proven optimal" : "best found");
+      std::fprintf(stderr, "gpumem: wrote %s\n", args->out.c_str());
+      return kExitOk;
+    }
     std::ostringstream out;
-    if (args->to == "pytorch") trace::write_pytorch_snapshot(t, out);
-    else if (args->to == "perfetto") trace::write_perfetto(t, out);
-    else if (args->to == "jsonl") trace::write_history(t, out);
-    else out << plan::write_csv(trace::to_problem(trace::extract_lifetimes(t, device, args->strict), t.events.size()), {});
+    if (args->to == "pytorch")
+      trace::write_pytorch_snapshot(t, out);
+    else if (args->to == "perfetto")
+      trace::write_perfetto(t, out);
+    else if (args->to == "jsonl")
+      trace::write_history(t, out);
+    else
+      out << plan::write_csv(trace::to_problem(trace::extract_lifetimes(t, device, args->strict), t.events.size()), {});
     trace::write_trace_file(args->out, out.str());
     std::fprintf(stderr, "gpumem: wrote %s (%s, %zu events)\n", args->out.c_str(), args->to.c_str(), t.events.size());
     for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());

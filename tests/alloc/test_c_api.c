@@ -162,11 +162,39 @@ static void test_planned(gpumem_device* device) {
   int on_stack = 0;
   CHECK_STATUS(gpumem_free(a, &on_stack, 0), GPUMEM_ERROR_INVALID_POINTER);
   CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
+  /* A plan from a file (what `gpumem trace plan` writes) serves the very
+   * first iteration. */
+  {
+    const char* path = "gpumem_c_api_plan.json";
+    FILE* f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+      fputs("{\"format\":\"gpumem-iteration-plan\",\"version\":1,\"arena_bytes\":6291456,"
+            "\"requests\":[[1048576,0],[2097152,1048576],[3145728,3145728]]}", f);
+      fclose(f);
+    }
+    gpumem_allocator* b = NULL;
+    CHECK_STATUS(gpumem_allocator_create(device, "planned:true", &b), GPUMEM_OK);
+    CHECK_STATUS(gpumem_use_plan_file(b, path), GPUMEM_OK);
+    CHECK_STATUS(gpumem_step(b), GPUMEM_OK);
+    void* q[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; ++k) CHECK_STATUS(gpumem_malloc(b, (size_t)(k + 1) * kMiB, 0, &q[k]), GPUMEM_OK);
+    CHECK_STATUS(gpumem_planned_stats(b, &planned, NULL, &arena), GPUMEM_OK);
+    CHECK(planned == 3);
+    CHECK(arena == 6 * kMiB);
+    for (int k = 0; k < 3; ++k) CHECK_STATUS(gpumem_free(b, q[k], 0), GPUMEM_OK);
+    CHECK_STATUS(gpumem_use_plan_file(b, "/nonexistent/plan.json"), GPUMEM_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(gpumem_last_error(), "/nonexistent/plan.json"));
+    CHECK_STATUS(gpumem_allocator_destroy(b), GPUMEM_OK);
+    remove(path);
+  }
   /* Without planned:true, gpumem_step() does nothing. */
   CHECK_STATUS(gpumem_allocator_create(device, NULL, &a), GPUMEM_OK);
   CHECK_STATUS(gpumem_step(a), GPUMEM_OK);
   CHECK_STATUS(gpumem_planned_stats(a, &planned, NULL, NULL), GPUMEM_OK);
   CHECK(planned == 0);
+  CHECK_STATUS(gpumem_use_plan_file(a, "any.json"), GPUMEM_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(gpumem_last_error(), "planned:true"));
   CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
 }
 

@@ -160,3 +160,89 @@ TEST(PlannedReplay, ARealTrainingTraceEndsFullyPlanned) {
 
 }  // namespace
 }  // namespace gpumem::alloc
+
+#include <fstream>
+
+#include "gpumem/common/error.h"
+#include "gpumem/trace/iteration_plan.h"
+#include "gpumem/trace/lifetimes.h"
+
+namespace gpumem::alloc {
+namespace {
+
+TEST(IterationPlanFile, RoundTripsAndRefusesWhatItCannotTrust) {
+  IterationPlan p;
+  p.sizes = {1000, 4096, 7};
+  p.offsets = {0, 1024, -1};
+  p.arena = 5120;
+  p.proven_optimal = true;
+  const IterationPlan back = iteration_plan_from_json(to_json(p), "p.json");
+  EXPECT_EQ(back.sizes, p.sizes);
+  EXPECT_EQ(back.offsets, p.offsets);
+  EXPECT_EQ(back.arena, p.arena);
+  EXPECT_TRUE(back.proven_optimal);
+  const auto error = [](const std::string& text) {
+    try {
+      iteration_plan_from_json(text, "p.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string head = R"({"format":"gpumem-iteration-plan","version":1,"arena_bytes":4096,"requests":)";
+  EXPECT_EQ(error("[1,2]"), "p.json: not a JSON object");
+  EXPECT_EQ(error(head + "[[0,0]]}"), "p.json: request 0: size 0 is not 1 to 2^50 bytes");
+  EXPECT_EQ(error(head + "[[512,100]]}"),
+            "p.json: request 0: offset 100 is not -1 or a multiple of 512 that fits the arena");
+  EXPECT_EQ(error(head + "[[4096,512]]}"),
+            "p.json: request 0: offset 512 is not -1 or a multiple of 512 that fits the arena");
+  EXPECT_EQ(error(head + "[[1]]}"), "p.json: request 0: not [size, offset]");
+  EXPECT_EQ(error(R"({"format":"x"})"), "p.json: \"format\" is not \"gpumem-iteration-plan\"");
+}
+
+TEST(IterationPlanFile, ATracesPlanServesAJobsFirstIteration) {
+  // `gpumem trace plan` over a recorded training trace, then a job that
+  // loads it before its first iteration: the first iteration already comes
+  // from the arena (it allocates a little more than the planned one).
+  const trace::Trace t = trace::read_trace(test::trace_path("resnet18_adamw_3iter.json.gz"));
+  const trace::Lifetimes l = trace::extract_lifetimes(t, trace::busiest_device(t), false);
+  const trace::TracePlan tp = trace::plan_last_iteration(l, "resnet18", 2);
+  EXPECT_EQ(tp.iterations, 3u);
+  EXPECT_EQ(tp.plan.sizes.size(), 1409u);
+  const IterationPlan plan = iteration_plan_from_json(to_json(tp.plan), "plan.json");
+
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device), parse_allocator_config("expandable_segments:true"));
+  a.use_plan(plan);
+  const trace::IterationSplit split = trace::find_iterations(l);
+  std::vector<std::pair<std::size_t, std::size_t>> steps;  // event, allocation * 2 + free
+  for (std::size_t i = 0; i < l.allocations.size(); ++i) {
+    steps.push_back({l.allocations[i].alloc_event, 2 * i});
+    if (l.allocations[i].free_event != trace::kNeverFreed) steps.push_back({l.allocations[i].free_event, 2 * i + 1});
+  }
+  std::sort(steps.begin(), steps.end());
+  std::vector<void*> p(l.allocations.size(), nullptr);
+  std::uint64_t planned_in_first = 0;
+  std::int64_t allocated = 0, peak_allocated = 0;
+  for (const auto& [event, code] : steps) {
+    const std::size_t i = code / 2;
+    if (code % 2 == 0) {
+      if (i == split.starts[0]) a.step();
+      if (i == split.starts[1]) planned_in_first = a.planned_stats().planned + a.planned_stats().gap_filled;
+      p[i] = a.allocate(static_cast<std::size_t>(l.allocations[i].size));
+      allocated += l.allocations[i].size;
+      peak_allocated = std::max(peak_allocated, allocated);
+    } else {
+      a.deallocate(p[i], static_cast<std::size_t>(l.allocations[i].size));
+      allocated -= l.allocations[i].size;
+    }
+  }
+  EXPECT_GT(planned_in_first, 1300u) << "the first iteration came from the arena";
+  // Planned from the start, the whole run reserves within 2% of the most it
+  // ever has allocated: what stays (AdamW's state, allocated in the first
+  // iteration) fills gaps of the arena instead of segments of its own.
+  EXPECT_LE(static_cast<double>(device.counters().physical_peak), 1.02 * static_cast<double>(peak_allocated));
+}
+
+}  // namespace
+}  // namespace gpumem::alloc

@@ -29,7 +29,7 @@ std::string one_line_error(const std::string& args) {
 
 TEST(CliParseErrors, MisspeltCommandsGetTheRightOne) {
   EXPECT_EQ(one_line_error("trace stat " + trace("resnet18_train.json")),
-            "gpumem: error: trace: unknown command 'stat' (commands: stats, convert); did you mean `gpumem trace "
+            "gpumem: error: trace: unknown command 'stat' (commands: stats, convert, plan); did you mean `gpumem trace "
             "stats`?\n");
   EXPECT_EQ(one_line_error("stats " + trace("resnet18_train.json")),
             "gpumem: error: unknown command 'stats' (commands: inspect, plan, trace, replay, train, fit, weights, "

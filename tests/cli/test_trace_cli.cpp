@@ -291,3 +291,22 @@ TEST(CliTrace, AdviceStartsFromTheSnapshotsOwnSetting) {
 }
 
 }  // namespace
+
+namespace gpumem::test {
+namespace {
+
+TEST(CliTracePlan, WritesTheLastIterationsPlanOrSaysWhyNot) {
+  const std::string out = testing::TempDir() + std::to_string(getpid()) + "_plan.json";
+  CliRun r = run("trace plan " + trace_path("resnet18_adamw_3iter.json.gz") + " -o " + out + " --time-limit 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Plan of iteration 3 of 3: 1409 requests, 1409 from the arena; arena 18.88 MiB", 0), 0u)
+      << r.out;
+  EXPECT_EQ(read_file_bytes(out).rfind("{\"format\":\"gpumem-iteration-plan\",\"version\":1,", 0), 0u);
+  r = run("trace plan " + trace_path("rmm_sample.csv") + " -o " + out + ".none");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no repeating iterations found"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1);
+}
+
+}  // namespace
+}  // namespace gpumem::test

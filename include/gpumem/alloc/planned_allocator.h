@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -134,6 +135,16 @@ class PlannedAllocator final : public MemoryResource {
   std::uint64_t missed_this_iteration_ = 0;
   PlannedStats stats_;
 };
+
+// A plan as a JSON document, for a job to load before its first iteration:
+// {"format":"gpumem-iteration-plan","version":1,"arena_bytes":N,
+//  "proven_optimal":B,"requests":[[size,offset],...]} with offset -1 for a
+// request the cache serves (docs/allocator.md).
+std::string to_json(const IterationPlan& plan);
+// Throws InputError naming `name` and the problem: not that document, a
+// size of 0, an offset not a multiple of 512 or past the arena, more than
+// 2^24 requests, an arena over 2^50 bytes.
+IterationPlan iteration_plan_from_json(std::string_view text, const std::string& name);
 
 // The plan of one iteration's requests given as (size, born, died) with
 // died -1 for those that outlive it: what PlannedAllocator computes when a
