@@ -141,8 +141,8 @@ void PlannedAllocator::step() {
     pending_.reset();
     put_in_force(std::move(given));
   } else if (mode_ == Mode::kRecording) {
-    plan_observed();
-  } else if (mode_ == Mode::kServing && !observed_.empty() && arena_.live.empty()) {
+    if (!overflowed_) plan_observed();  // too long to plan: record the next one
+  } else if (mode_ == Mode::kServing && !observed_.empty() && !overflowed_ && arena_.live.empty()) {
     // The iteration did not follow the plan: a request missed, or part of
     // the plan went unused (what only the first iteration allocates). Only
     // with nothing live in the arena: a block that outlives its iteration
@@ -155,6 +155,7 @@ void PlannedAllocator::step() {
   observed_.clear();
   observed_ptrs_.clear();
   clock_ = 0;
+  overflowed_ = false;
   cursor_ = 0;
   missed_this_iteration_ = 0;
   if (plan_) used_.assign(plan_->sizes.size(), false);
@@ -251,9 +252,15 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
     }
   }
   if (!p) p = cache_.allocate(bytes, stream);
-  if (mode_ != Mode::kCaching) {
-    observed_.push_back({bytes, clock_++, -1, stream == *stream_});
-    observed_ptrs_[p] = observed_.size() - 1;
+  if (mode_ != Mode::kCaching && !overflowed_) {
+    if (observed_.size() >= options_.max_observed) {
+      overflowed_ = true;
+      observed_.clear();
+      observed_ptrs_.clear();
+    } else {
+      observed_.push_back({bytes, clock_++, -1, stream == *stream_});
+      observed_ptrs_[p] = observed_.size() - 1;
+    }
   }
   return p;
 }

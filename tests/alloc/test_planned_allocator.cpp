@@ -118,6 +118,20 @@ TEST(PlannedAllocator, ARequestOffThePlanTakesAFreeGapOfTheArena) {
   a.deallocate(first, 64 * 1024);
 }
 
+TEST(PlannedAllocator, AnIterationTooLongToObserveIsNotPlanned) {
+  SimulatedDevice device;
+  PlannedOptions options;
+  options.max_observed = 50;  // the iteration makes 80 requests
+  PlannedAllocator a(simulated_upstream(device), AllocatorConfig::gpumem_defaults(), options);
+  Overlaps overlaps;
+  for (int i = 0; i < 3; ++i) {
+    a.step();
+    iteration(a, overlaps, nullptr);
+  }
+  EXPECT_EQ(a.planned_stats().plans, 0u);
+  EXPECT_EQ(a.planned_stats().planned, 0u);
+}
+
 TEST(PlannedAllocator, APlanFromEarlierServesTheFirstIteration) {
   // Plan one iteration ahead of time (as `gpumem plan` over a recording).
   SimulatedDevice recording_device;

@@ -52,6 +52,10 @@ struct PlannedOptions {
   // A request off the plan may take a gap of the arena that is free at the
   // moment before the cache grows for it.
   bool fill_gaps = true;
+  // An iteration longer than this many requests is not observed further and
+  // not planned (a caller that never calls step() again records nothing
+  // without bound).
+  std::size_t max_observed = std::size_t{1} << 22;
 };
 
 struct PlannedStats {
@@ -125,6 +129,7 @@ class PlannedAllocator final : public MemoryResource {
   std::vector<Recorded> observed_;
   std::unordered_map<void*, std::size_t> observed_ptrs_;  // live pointer -> observed index
   std::int64_t clock_ = 0;
+  bool overflowed_ = false;  // the iteration outgrew max_observed
   // The plan in force.
   std::optional<IterationPlan> plan_;
   std::optional<IterationPlan> pending_;  // use_plan()'s, from the next step()
