@@ -290,10 +290,10 @@ gpumem_status gpumem_use_plan_file(gpumem_allocator* allocator, const char* path
     allocator_of(allocator);
     require(path, "path");
     if (!allocator->planned) throw InputError("the allocator is not planned: create it with \"planned:true\"");
-    // A plan holds 2^24 requests at most: a few hundred MB of JSON.
+    // A plan holds 2^22 requests at most: under 128 MiB of JSON.
     bool gzipped = false;
     const std::string text =
-        gpumem::read_file(path, std::uint64_t{1} << 30, "the most gpumem reads from a plan", &gzipped);
+        gpumem::read_file(path, std::uint64_t{1} << 27, "the most gpumem reads from a plan", &gzipped);
     allocator->planned->use_plan(gpumem::alloc::iteration_plan_from_json(text, path));
   });
 }

@@ -61,37 +61,62 @@ std::string to_json(const IterationPlan& plan) {
   return j.dump() + "\n";
 }
 
+namespace {
+
+constexpr std::size_t kMaxRequests = std::size_t{1} << 22;
+constexpr std::int64_t kMaxArena = std::int64_t{1} << 50;
+
+// Every offset -1 or an aligned range inside the arena, sizes 1 to 2^50:
+// what serving a plan relies on. Compared without adding, so that no value
+// a file can hold overflows.
+void check_plan(const IterationPlan& plan, const std::string& name) {
+  const auto fail = [&](const std::string& what) { return InputError(fmt::format("{}: {}", name, what)); };
+  if (plan.sizes.size() != plan.offsets.size()) throw fail("sizes and offsets differ in number");
+  if (plan.sizes.size() > kMaxRequests) throw fail(fmt::format("{} requests, more than 2^22", plan.sizes.size()));
+  if (plan.arena > static_cast<std::size_t>(kMaxArena)) throw fail("the arena is over 2^50 bytes");
+  const auto arena = static_cast<std::int64_t>(plan.arena);
+  for (std::size_t k = 0; k < plan.sizes.size(); ++k) {
+    const std::size_t size = plan.sizes[k];
+    const std::int64_t offset = plan.offsets[k];
+    if (size == 0 || size > static_cast<std::size_t>(kMaxArena))
+      throw fail(fmt::format("request {}: size {} is not 1 to 2^50 bytes", k, size));
+    if (offset != -1 && (offset < 0 || offset % static_cast<std::int64_t>(kPlanAlignment) != 0 ||
+                         offset > arena - static_cast<std::int64_t>(rounded(size))))
+      throw fail(fmt::format("request {}: offset {} is not -1 or a multiple of 512 that fits the arena", k, offset));
+  }
+}
+
+}  // namespace
+
 IterationPlan iteration_plan_from_json(std::string_view text, const std::string& name) {
-  constexpr std::size_t kMaxRequests = std::size_t{1} << 24;
-  constexpr std::int64_t kMaxArena = std::int64_t{1} << 50;
   const auto fail = [&](const std::string& what) { return InputError(fmt::format("{}: {}", name, what)); };
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw fail("not a JSON object");
-  if (j.value("format", "") != "gpumem-iteration-plan") throw fail("\"format\" is not \"gpumem-iteration-plan\"");
+  if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != "gpumem-iteration-plan")
+    throw fail("\"format\" is not \"gpumem-iteration-plan\"");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<std::int64_t>() != 1)
     throw fail("\"version\" is not 1");
   if (!j.contains("arena_bytes") || !j["arena_bytes"].is_number_integer() || j["arena_bytes"].get<std::int64_t>() < 0 ||
       j["arena_bytes"].get<std::int64_t>() > kMaxArena)
     throw fail("\"arena_bytes\" is not a byte count up to 2^50");
+  if (j.contains("proven_optimal") && !j["proven_optimal"].is_boolean())
+    throw fail("\"proven_optimal\" is not true or false");
   if (!j.contains("requests") || !j["requests"].is_array()) throw fail("\"requests\" is not an array");
   const auto& requests = j["requests"];
-  if (requests.size() > kMaxRequests) throw fail(fmt::format("{} requests, more than 2^24", requests.size()));
+  if (requests.size() > kMaxRequests) throw fail(fmt::format("{} requests, more than 2^22", requests.size()));
   IterationPlan plan;
   plan.arena = static_cast<std::size_t>(j["arena_bytes"].get<std::int64_t>());
-  plan.proven_optimal = j.value("proven_optimal", false);
+  plan.proven_optimal = j.contains("proven_optimal") && j["proven_optimal"].get<bool>();
   for (std::size_t k = 0; k < requests.size(); ++k) {
     const auto& r = requests[k];
     if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer())
       throw fail(fmt::format("request {}: not [size, offset]", k));
     const std::int64_t size = r[0].get<std::int64_t>(), offset = r[1].get<std::int64_t>();
     if (size <= 0 || size > kMaxArena) throw fail(fmt::format("request {}: size {} is not 1 to 2^50 bytes", k, size));
-    if (offset != -1 && (offset < 0 || offset % static_cast<std::int64_t>(kPlanAlignment) != 0 ||
-                         offset + static_cast<std::int64_t>(rounded(static_cast<std::size_t>(size))) >
-                             static_cast<std::int64_t>(plan.arena)))
-      throw fail(fmt::format("request {}: offset {} is not -1 or a multiple of 512 that fits the arena", k, offset));
     plan.sizes.push_back(static_cast<std::size_t>(size));
     plan.offsets.push_back(offset);
   }
+  check_plan(plan, name);
   return plan;
 }
 
@@ -158,7 +183,11 @@ void PlannedAllocator::step() {
   overflowed_ = false;
   cursor_ = 0;
   missed_this_iteration_ = 0;
-  if (plan_) used_.assign(plan_->sizes.size(), false);
+  if (plan_) {
+    // What the plan leaves to the cache is never "unused".
+    used_.assign(plan_->sizes.size(), false);
+    for (std::size_t k = 0; k < used_.size(); ++k) used_[k] = plan_->offsets[k] < 0;
+  }
 }
 
 void PlannedAllocator::plan_observed() {
@@ -174,6 +203,7 @@ void PlannedAllocator::plan_observed() {
 }
 
 void PlannedAllocator::use_plan(IterationPlan plan) {
+  check_plan(plan, "use_plan");
   std::lock_guard lock(mutex_);
   pending_ = std::move(plan);
 }
@@ -202,14 +232,23 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
   std::lock_guard lock(mutex_);
   if (!stream_) stream_ = stream;
   void* p = nullptr;
-  if (mode_ == Mode::kServing && arena_.base && stream == *stream_) {
+  if (mode_ == Mode::kServing && arena_.base && stream == *stream_ && bytes <= arena_.bytes) {
     // The unused entry of this size nearest to where the plan expects the
     // request: ahead of it when this iteration skips what the recorded one
     // allocated, behind it when ops were reordered.
     bool busy = false;
+    bool to_cache = false;               // the plan leaves this request to the cache
+    std::size_t cache_entry = SIZE_MAX;  // the nearest such entry of this size
     const std::size_t n = plan_->sizes.size();
     const auto try_entry = [&](std::size_t k) {
-      if (k >= n || used_[k] || plan_->sizes[k] != bytes || plan_->offsets[k] < 0) return false;
+      if (k >= n || plan_->sizes[k] != bytes) return false;
+      if (plan_->offsets[k] < 0) {
+        // Left to the cache by the plan: where this request goes if no
+        // planned entry of its size is free in the window.
+        if (cache_entry == SIZE_MAX) cache_entry = k;
+        return false;
+      }
+      if (used_[k]) return false;
       const std::int64_t offset = plan_->offsets[k];
       if (!take_range(offset, offset + static_cast<std::int64_t>(rounded(bytes)))) {
         busy = true;
@@ -225,7 +264,11 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       if (d < cursor_ && try_entry(cursor_ - 1 - d)) break;
     }
     if (p) ++stats_.planned;
-    if (!p && options_.fill_gaps) {
+    if (!p && cache_entry != SIZE_MAX) {
+      to_cache = true;
+      cursor_ = std::max(cursor_, cache_entry + 1);
+    }
+    if (!p && !to_cache && options_.fill_gaps) {
       // Off the plan: a gap of the arena that is free now, highest first
       // (planned blocks tend to start low), before the cache grows.
       const auto need = static_cast<std::int64_t>(rounded(bytes));
@@ -245,7 +288,7 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
         }
       }
     }
-    if (!p) {
+    if (!p && !to_cache) {
       stats_.missed_busy += busy;
       ++stats_.missed;
       ++missed_this_iteration_;

@@ -118,6 +118,36 @@ TEST(PlannedAllocator, ARequestOffThePlanTakesAFreeGapOfTheArena) {
   a.deallocate(first, 64 * 1024);
 }
 
+TEST(PlannedAllocator, AHugeRequestNeverComesFromTheArena) {
+  SimulatedDevice device({.capacity = std::size_t{1} << 30});
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  a.step();
+  iteration(a, overlaps, nullptr);
+  a.step();
+  EXPECT_THROW((void)a.allocate(SIZE_MAX - 100), OutOfMemoryError);
+  EXPECT_THROW((void)a.allocate(std::size_t{1} << 62), OutOfMemoryError);
+  EXPECT_EQ(a.planned_stats().gap_filled, 0u);
+}
+
+TEST(PlannedAllocator, WhatThePlanLeavesToTheCacheIsNoMissAndNoReplan) {
+  // A request that outlives each iteration (offset -1 in the plan) goes to
+  // the cache every time without making the next iteration plan again.
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  std::vector<void*> kept;
+  for (int i = 0; i < 5; ++i) {
+    a.step();
+    iteration(a, overlaps, nullptr);
+    kept.push_back(a.allocate(1 << 20));  // outlives the iteration
+  }
+  EXPECT_EQ(a.planned_stats().plans, 1u);
+  EXPECT_EQ(a.planned_stats().missed, 0u);
+  EXPECT_EQ(a.planned_stats().gap_filled, 0u);
+  for (void* p : kept) a.deallocate(p, 1 << 20);
+}
+
 TEST(PlannedAllocator, AnIterationTooLongToObserveIsNotPlanned) {
   SimulatedDevice device;
   PlannedOptions options;
@@ -212,6 +242,14 @@ TEST(IterationPlanFile, RoundTripsAndRefusesWhatItCannotTrust) {
             "p.json: request 0: offset 512 is not -1 or a multiple of 512 that fits the arena");
   EXPECT_EQ(error(head + "[[1]]}"), "p.json: request 0: not [size, offset]");
   EXPECT_EQ(error(R"({"format":"x"})"), "p.json: \"format\" is not \"gpumem-iteration-plan\"");
+  EXPECT_EQ(error(R"({"format":1})"), "p.json: \"format\" is not \"gpumem-iteration-plan\"");
+  EXPECT_EQ(error(head + "[[1,9223372036854775296]]}"),
+            "p.json: request 0: offset 9223372036854775296 is not -1 or a multiple of 512 that fits the arena")
+      << "no overflow when the offset is near 2^63";
+  IterationPlan mismatched;
+  mismatched.sizes = {512};
+  EXPECT_THROW(PlannedAllocator(simulated_upstream(*std::make_unique<SimulatedDevice>())).use_plan(mismatched),
+               InputError);
 }
 
 TEST(IterationPlanFile, ATracesPlanServesAJobsFirstIteration) {

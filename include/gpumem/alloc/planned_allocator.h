@@ -148,7 +148,7 @@ class PlannedAllocator final : public MemoryResource {
 std::string to_json(const IterationPlan& plan);
 // Throws InputError naming `name` and the problem: not that document, a
 // size of 0, an offset not a multiple of 512 or past the arena, more than
-// 2^24 requests, an arena over 2^50 bytes.
+// 2^22 requests, an arena over 2^50 bytes.
 IterationPlan iteration_plan_from_json(std::string_view text, const std::string& name);
 
 // The plan of one iteration's requests given as (size, born, died) with

@@ -65,8 +65,10 @@ class SimulatedWorkload final : public GpuMemorySource {
  private:
   class Replay;
   SimulatedWorkloadOptions options_;
-  std::unique_ptr<Replay> replay_;
+  // Before replay_: its thread counts passes from the moment it starts,
+  // and stops before the count goes.
   std::atomic<std::uint64_t> passes_{0};
+  std::unique_ptr<Replay> replay_;
 };
 
 }  // namespace gpumem::monitor
