@@ -19,13 +19,13 @@
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/simulated_device.h"
 
+#include "fuzz_check.h"
+
+using gpumem::fuzz::check;
+
 namespace {
 
 using namespace gpumem::alloc;
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
 
 AllocatorConfig config_for(std::uint8_t bits) {
   AllocatorConfig c = (bits & 1) ? AllocatorConfig::pytorch_defaults() : AllocatorConfig::gpumem_defaults();

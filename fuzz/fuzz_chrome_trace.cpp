@@ -22,15 +22,15 @@
 #include "gpumem/common/error.h"
 #include "gpumem/trace/formats.h"
 
+#include "fuzz_check.h"
+
+using gpumem::fuzz::check;
+
 namespace {
 
 using gpumem::trace::Event;
 using gpumem::trace::ReadOptions;
 using gpumem::trace::Trace;
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
 
 bool same_events(const Trace& a, const Trace& b) {
   if (a.events.size() != b.events.size()) return false;

@@ -17,13 +17,9 @@
 #include "gpumem/common/error.h"
 #include "gpumem/weights/gguf.h"
 
-namespace {
+#include "fuzz_check.h"
 
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-
-}  // namespace
+using gpumem::fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   const std::string_view data(reinterpret_cast<const char*>(bytes), size);

@@ -17,16 +17,16 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/gzip.h"
 
+#include "fuzz_check.h"
+
+using gpumem::fuzz::check;
+
 namespace {
 
 // Small, so that a bomb costs the fuzzer little time.
 constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 20;
 // What decompress() says past it.
 constexpr std::string_view kOverLimit = "decompresses to more than 1048576 bytes, the limit";
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
 
 struct Outcome {
   bool ok = false;

@@ -15,13 +15,9 @@
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/common/error.h"
 
-namespace {
+#include "fuzz_check.h"
 
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-
-}  // namespace
+using gpumem::fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gpumem::alloc;
@@ -30,8 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     plan = iteration_plan_from_json(text, "fuzz.json");
   } catch (const gpumem::InputError& e) {
-    const std::string what = e.what();
-    check(!what.empty() && what.find('\n') == std::string::npos);
+    gpumem::fuzz::check_one_line(e);
     return 0;
   }
   check(plan.sizes.size() == plan.offsets.size());

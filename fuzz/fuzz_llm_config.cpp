@@ -13,13 +13,9 @@
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llm_fit.h"
 
-namespace {
+#include "fuzz_check.h"
 
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-
-}  // namespace
+using gpumem::fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -36,8 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(p.max_batch == 0 || p.fits || p.max_batch < request.batch);
     check(p.offload.gpu.total() <= request.gpu_bytes || !p.offload.fits);
   } catch (const gpumem::InputError& e) {
-    const std::string what = e.what();
-    check(!what.empty() && what.find('\n') == std::string::npos);
+    gpumem::fuzz::check_one_line(e);
   }
   return 0;
 }

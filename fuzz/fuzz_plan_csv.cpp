@@ -19,14 +19,14 @@
 #include "gpumem/plan/problem.h"
 #include "gpumem/plan/validate.h"
 
+#include "fuzz_check.h"
+
+using gpumem::fuzz::check;
+
 namespace {
 
 using gpumem::plan::Buffer;
 using gpumem::plan::Problem;
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
 
 // Pairwise, over what each occupies (gaps and windows included).
 bool collide(const Buffer& a, int64_t oa, const Buffer& b, int64_t ob) {

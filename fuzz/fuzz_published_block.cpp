@@ -18,11 +18,11 @@
 #include "gpumem/alloc/stats_publisher.h"
 #include "gpumem/monitor/metrics.h"
 
-namespace {
+#include "fuzz_check.h"
 
-void check(bool ok) {
-  if (!ok) std::abort();
-}
+using gpumem::fuzz::check;
+
+namespace {
 
 const std::filesystem::path& directory() {
   static const std::filesystem::path dir = [] {

@@ -14,13 +14,9 @@
 #include "gpumem/common/error.h"
 #include "gpumem/weights/weight_file.h"
 
-namespace {
+#include "fuzz_check.h"
 
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-
-}  // namespace
+using gpumem::fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -34,16 +34,6 @@ MetricsCollector::MetricsCollector(GpuMemorySource* gpus, ExporterOptions option
   if (options_.hostname.empty()) options_.hostname = this_host();
 }
 
-const std::string& MetricsCollector::name_of(const alloc::PublishedStats& block) {
-  ProcessName& known = names_[block.pid];
-  // A pid reused by another process is another name.
-  if (known.name.empty() || known.process_start != block.process_start) {
-    known.process_start = block.process_start;
-    known.name = read_comm(block.pid);
-  }
-  return known.name;
-}
-
 MonitorSnapshot MetricsCollector::snapshot() {
   const auto start = std::chrono::steady_clock::now();
   MonitorSnapshot s;
@@ -57,15 +47,27 @@ MonitorSnapshot MetricsCollector::snapshot() {
     }
   }
   s.allocators = alloc::read_published_stats(options_.read);
+  // Each process's name is read once while it lives: again only when its
+  // pid now belongs to a process started at another time (NVML does not
+  // say when a process started: 0, the known name stands).
   std::map<std::uint64_t, ProcessName> seen;
+  const auto name_of = [&](std::uint64_t pid, std::uint64_t process_start) {
+    ProcessName& name = seen[pid];
+    if (name.name.empty()) {
+      const auto known = names_.find(pid);
+      if (known != names_.end() && (process_start == 0 || known->second.process_start == process_start)) {
+        name = known->second;
+      } else {
+        name = {process_start, read_comm(pid)};
+      }
+    }
+    return name.name;
+  };
   for (const alloc::PublishedBlock& block : s.allocators) {
-    s.process_names[block.stats.pid] = name_of(block.stats);
-    seen[block.stats.pid] = names_[block.stats.pid];
+    s.process_names[block.stats.pid] = name_of(block.stats.pid, block.stats.process_start);
   }
   for (const GpuMemory& gpu : s.gpus) {
-    for (const ProcessGpuMemory& p : gpu.processes) {
-      if (!s.process_names.count(p.pid)) s.process_names[p.pid] = read_comm(p.pid);
-    }
+    for (const ProcessGpuMemory& p : gpu.processes) s.process_names[p.pid] = name_of(p.pid, 0);
   }
   names_ = std::move(seen);  // forget processes that are gone
   s.collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -89,7 +89,7 @@ class SimulatedWorkload::Replay {
   // Waits until `deadline`; false when stopped meanwhile.
   bool wait_until(std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(stop_mutex_);
-    return !wake_.wait_until(lock, deadline, [this] { return stop_; });
+    return !wake_.wait_until(lock, deadline, [this] { return stop_.load(); });
   }
 
   void loop() {
@@ -103,7 +103,7 @@ class SimulatedWorkload::Replay {
         // Steps less than a millisecond ahead run at once: sleeping for each
         // would cost more than the gap.
         if (due - std::chrono::steady_clock::now() > std::chrono::milliseconds(1) && !wait_until(due)) return;
-        if (stopped()) return;
+        if (stop_.load(std::memory_order_relaxed)) return;
         run(step, live);
       }
       for (std::size_t i = 0; i < live.size(); ++i) {
@@ -116,11 +116,6 @@ class SimulatedWorkload::Replay {
       // a busy loop even for a trace without times.
       if (!wait_until(std::chrono::steady_clock::now() + std::chrono::milliseconds(10))) return;
     }
-  }
-
-  bool stopped() {
-    std::lock_guard lock(stop_mutex_);
-    return stop_;
   }
 
   void run(const WorkloadStep& step, std::vector<void*>& live) {
@@ -147,7 +142,7 @@ class SimulatedWorkload::Replay {
   std::atomic<std::size_t> device_used_{0};
   std::mutex stop_mutex_;
   std::condition_variable wake_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};  // set under stop_mutex_, so a waiter cannot miss it; read per step without it
   std::thread thread_;
 };
 

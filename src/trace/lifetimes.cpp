@@ -126,4 +126,21 @@ plan::Problem to_problem(const Lifetimes& lifetimes, std::size_t events) {
   return problem;
 }
 
+Envelope allocated_over_time(const Lifetimes& lifetimes, std::size_t events, std::size_t columns) {
+  // An event allocates or frees at most one allocation: the change at each.
+  std::vector<std::int64_t> change(events, 0);
+  for (const Allocation& a : lifetimes.allocations) {
+    if (a.alloc_event < events) change[a.alloc_event] += a.size;
+    if (a.free_event < events) change[a.free_event] -= a.size;
+  }
+  Envelope envelope(0, static_cast<std::int64_t>(events), columns);
+  std::int64_t live = 0;
+  for (std::size_t e = 0; e < events; ++e) {
+    if (change[e] == 0) continue;
+    live += change[e];
+    envelope.add(static_cast<std::int64_t>(e), live);
+  }
+  return envelope;
+}
+
 }  // namespace gpumem::trace

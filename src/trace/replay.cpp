@@ -250,15 +250,8 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
       break;
     }
   }
-  if (options.timeline_columns > 0) {
-    report.allocated_timeline = Envelope(0, static_cast<std::int64_t>(report.events), options.timeline_columns);
-    std::int64_t allocated = 0;
-    for (const Step& s : steps) {
-      const Allocation& a = lifetimes.allocations[s.allocation];
-      allocated += s.free ? -a.size : a.size;
-      report.allocated_timeline.add(static_cast<std::int64_t>(s.free ? a.free_event : a.alloc_event), allocated);
-    }
-  }
+  if (options.timeline_columns > 0)
+    report.allocated_timeline = allocated_over_time(lifetimes, report.events, options.timeline_columns);
   if (!lifetimes.allocations.empty())
     report.live_at_peak = live_by_label(trace, lifetimes, report.traced_peak_event, 10);
   // Policies are independent (each its own simulated device over the same

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "test_paths.h"
+
 namespace gpumem::test {
 
 inline bool have_chromium() { return std::system("command -v chromium >/dev/null 2>&1") == 0; }
@@ -46,7 +48,7 @@ inline BrowserRun load_page(const std::string& path, const std::string& screensh
   const std::string log = base + ".log";
   run.dom = run_capture("timeout 60 chromium " + chromium_flags(base + "_profile") +
                         "--virtual-time-budget=2000 --dump-dom 'file://" + path + "' 2>'" + log + "'");
-  const std::string errors = run_capture("cat '" + log + "'");
+  const std::string errors = read_file_bytes(log);
   // Chromium logs console output as "...:INFO:CONSOLE:<line>] \"message\",
   // source: ..." (older versions: "CONSOLE(<line>)"), uncaught errors too.
   static const std::regex console(R"(CONSOLE(?::\d+|\(\d+\))\] (.*))");

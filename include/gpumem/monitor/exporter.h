@@ -52,8 +52,6 @@ class MetricsCollector final : public prometheus::Collectable {
     std::uint64_t process_start = 0;
     std::string name;
   };
-  const std::string& name_of(const alloc::PublishedStats& block);
-
   GpuMemorySource* gpus_;
   ExporterOptions options_;
   std::map<std::uint64_t, ProcessName> names_;  // by pid; one collection at a time

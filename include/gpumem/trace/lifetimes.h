@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumem/common/envelope.h"
 #include "gpumem/plan/problem.h"
 #include "gpumem/trace/trace.h"
 
@@ -62,5 +63,9 @@ Lifetimes extract_lifetimes(const Trace& trace, std::int32_t device, bool strict
 // its allocation event to its free event (the trace's end if never freed),
 // named by its allocation's index. MiniMalloc CSV is this, written out.
 plan::Problem to_problem(const Lifetimes& lifetimes, std::size_t events);
+
+// The bytes of the lifetimes' allocations live after each of the trace's
+// `events` (baseline left out), kept as `columns` min/max columns.
+Envelope allocated_over_time(const Lifetimes& lifetimes, std::size_t events, std::size_t columns);
 
 }  // namespace gpumem::trace

@@ -25,28 +25,6 @@ html::Table context_table(const std::string& caption, const std::vector<trace::C
   return t;
 }
 
-// Allocated bytes over the event index, from the lifetimes.
-Envelope allocated_over_time(const trace::Lifetimes& lifetimes, std::size_t events) {
-  struct Change {
-    std::size_t event;
-    std::int64_t delta;
-  };
-  std::vector<Change> changes;
-  changes.reserve(lifetimes.allocations.size() * 2);
-  for (const trace::Allocation& a : lifetimes.allocations) {
-    changes.push_back({a.alloc_event, a.size});
-    if (a.free_event != trace::kNeverFreed) changes.push_back({a.free_event, -a.size});
-  }
-  std::sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) { return a.event < b.event; });
-  Envelope e(0, static_cast<std::int64_t>(events), kHtmlColumns);
-  std::int64_t live = 0;
-  for (const Change& c : changes) {
-    live += c.delta;
-    e.add(static_cast<std::int64_t>(c.event), live);
-  }
-  return e;
-}
-
 }  // namespace
 
 std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats, const trace::ReplayReport* replay,
@@ -83,7 +61,7 @@ std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats
   chart.y_label = "bytes";
   const Envelope allocated = replay && replay->allocated_timeline.x_end() > 1
                                  ? replay->allocated_timeline
-                                 : allocated_over_time(lifetimes, trace.events.size());
+                                 : trace::allocated_over_time(lifetimes, trace.events.size(), kHtmlColumns);
   chart.series.push_back(html::Series::from_envelope("allocated", allocated));
   if (replay) {
     for (const trace::PolicyResult& p : replay->policies) {
