@@ -363,6 +363,56 @@ TEST(CachingAllocator, ExpandableSegmentsDoNotFragmentIntoUnusableSegments) {
   a.deallocate(big, 28 * kMiB);
 }
 
+// A free block whose front was unmapped by the high-water guard and whose
+// end lies over mapped granules, beside a live block: best fit takes its
+// start and maps new granules; the guard's placement takes its end and maps
+// nothing (the case that made resnet50-batches reserve 368 MiB for 294).
+TEST(CachingAllocator, ExpandablePlacesABlockWhereItNeedsTheFewestNewGranules) {
+  SimulatedDevice device({.capacity = 1024 * kMiB});
+  CachingAllocator a(simulated_upstream(device), parse_allocator_config("expandable_segments:true"));
+  void* a1 = a.allocate(20 * kMiB);
+  void* a2 = a.allocate(20 * kMiB);
+  void* b = a.allocate(10 * kMiB);
+  a.deallocate(a1, 20 * kMiB);
+  void* c = a.allocate(60 * kMiB);  // a new peak: the guard unmaps a1's granules first
+  EXPECT_EQ(stat(a, "reserved_bytes.all.current"), i64_of(90 * kMiB));
+  a.deallocate(a2, 20 * kMiB);  // [0, 40) free: its front unmapped, its end mapped
+  const std::uint64_t maps = device.counters().map_calls;
+  void* d = a.allocate(20 * kMiB);
+  EXPECT_EQ(d, a2);
+  EXPECT_EQ(device.counters().map_calls, maps);
+  EXPECT_EQ(stat(a, "reserved_bytes.all.current"), i64_of(90 * kMiB));
+  // PyTorch maps what best fit chose: the start of the free block.
+  SimulatedDevice device2({.capacity = 1024 * kMiB});
+  CachingAllocator p(simulated_upstream(device2), parse_allocator_config("preset:pytorch,expandable_segments:true"));
+  void* p1 = p.allocate(20 * kMiB);
+  void* p2 = p.allocate(20 * kMiB);
+  p.allocate(10 * kMiB);
+  p.deallocate(p1, 20 * kMiB);
+  p.empty_cache();  // what the guard did above
+  p.allocate(60 * kMiB);
+  p.deallocate(p2, 20 * kMiB);
+  EXPECT_EQ(p.allocate(20 * kMiB), p1);
+  for (void* x : {b, c, d}) a.deallocate(x, 10 * kMiB);
+}
+
+// Another free block lies over mapped granules where best fit's does not.
+TEST(CachingAllocator, ExpandablePrefersAMappedFreeBlockToATighterUnmappedOne) {
+  SimulatedDevice device({.capacity = 1024 * kMiB});
+  CachingAllocator a(simulated_upstream(device), parse_allocator_config("expandable_segments:true"));
+  void* x = a.allocate(40 * kMiB);
+  void* b = a.allocate(10 * kMiB);
+  a.deallocate(x, 40 * kMiB);
+  void* y = a.allocate(60 * kMiB);  // a new peak: x's granules are unmapped
+  a.deallocate(y, 60 * kMiB);       // y's stay mapped
+  const std::uint64_t maps = device.counters().map_calls;
+  void* z = a.allocate(40 * kMiB);  // best fit: x's hole, exactly 40 MiB, unmapped
+  EXPECT_EQ(z, y);
+  EXPECT_EQ(device.counters().map_calls, maps);
+  a.deallocate(z, 40 * kMiB);
+  a.deallocate(b, 10 * kMiB);
+}
+
 TEST(CachingAllocator, SnapshotHistoryAndSummary) {
   SimulatedDevice device;
   AllocatorConfig config;

@@ -39,7 +39,7 @@ std::string test_name(const ::testing::TestParamInfo<std::size_t>& info) {
 
 class Policies : public ::testing::TestWithParam<std::size_t> {};
 
-TEST_P(Policies, GpumemNeverReservesMoreThanPytorch) {
+TEST_P(Policies, GpumemNeverReservesMoreThanPytorchNorExpandableMoreThanGpumem) {
   const bench::Workload& w = workloads()[GetParam()];
   auto pytorch = bench::replay(w, AllocatorConfig::pytorch_defaults(), kCapacity);
   auto gpumem = bench::replay(w, AllocatorConfig::gpumem_defaults(), kCapacity);
@@ -51,6 +51,7 @@ TEST_P(Policies, GpumemNeverReservesMoreThanPytorch) {
   }
   EXPECT_LE(gpumem.peak_reserved, pytorch.peak_reserved) << w.name;
   EXPECT_LE(gpumem_x.peak_reserved, pytorch_x.peak_reserved) << w.name;
+  EXPECT_LE(gpumem_x.peak_reserved, gpumem.peak_reserved) << w.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Workloads, Policies, ::testing::ValuesIn(workload_indices()), test_name);

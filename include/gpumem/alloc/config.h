@@ -45,7 +45,9 @@ struct AllocatorConfig {
   // give fully free cached segments back to the device. Keeps peak reserved
   // down at the price of an upstream call when a new peak is set.
   bool release_before_new_peak = true;
-  // In expandable mode the same guard unmaps free granules instead.
+  // In expandable mode the same guard unmaps free granules instead, and a
+  // block that needs new granules goes where it needs the fewest (another
+  // free block, or the end of one that lies beside a live block).
   // Byte budget on reserved memory (0: the device's capacity).
   std::size_t reserved_limit = 0;
   // Keep a ring buffer of this many events for history (0: off).
