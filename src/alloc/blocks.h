@@ -29,6 +29,12 @@ struct Block {
   Block* bin_prev = nullptr;  // neighbours in a FreeIndex bin
   Block* bin_next = nullptr;
   bool allocated = false;
+  // In a thread's magazine (thread_cache.h): free to its caller, but kept
+  // out of the pool, so `allocated` stays set and no neighbour merges it.
+  bool in_thread_cache = false;
+  // is_split() when it went to a thread cache, live or in a magazine; it
+  // cannot change while the block is not free.
+  bool split_when_cached = false;
   int pending_events = 0;     // events to wait for before it is free
   TagId tag = kNoTag;
   std::uint64_t freed_at = 0;  // allocator clock when it became free (for GC)

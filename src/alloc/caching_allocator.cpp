@@ -5,17 +5,20 @@
 #include "gpumem/alloc/caching_allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <ostream>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "alloc/blocks.h"
 #include "alloc/free_index.h"
 #include "alloc/pointer_map.h"
+#include "alloc/thread_cache.h"
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
@@ -24,8 +27,11 @@ namespace gpumem::alloc {
 
 using detail::Block;
 using detail::BlockArena;
+using detail::CachedStat;
 using detail::Pool;
 using detail::Segment;
+using detail::StatChange;
+using detail::ThreadCache;
 
 Upstream simulated_upstream(SimulatedDevice& device) {
   return Upstream{&device, &device, &device, device.physical_capacity()};
@@ -37,6 +43,38 @@ constexpr std::size_t kMaxRequest = std::size_t{1} << 60;
 
 std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
 std::int64_t i64(std::size_t n) { return static_cast<std::int64_t>(n); }
+
+// Thread caches find their allocator by number: an address can be reused by
+// the next allocator, a number cannot.
+std::uint64_t next_allocator_number() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Tells threads apart in a few instructions (std::this_thread::get_id() is
+// a call): a new thread may reuse an exited one's key, which only delays
+// thread caches.
+const void* this_thread_key() {
+  thread_local char key;
+  return &key;
+}
+
+// Every thread cache of an allocator locked, in registration order, for as
+// long as the slow path walks blocks they may hold or reads their shares.
+class CacheLocks {
+ public:
+  explicit CacheLocks(const std::vector<std::shared_ptr<ThreadCache>>& caches) : caches_(caches) {
+    for (const auto& c : caches_) c->lock.lock();
+  }
+  ~CacheLocks() {
+    for (const auto& c : caches_) c->lock.unlock();
+  }
+  CacheLocks(const CacheLocks&) = delete;
+  CacheLocks& operator=(const CacheLocks&) = delete;
+
+ private:
+  const std::vector<std::shared_ptr<ThreadCache>>& caches_;
+};
 
 }  // namespace
 
@@ -56,6 +94,14 @@ class CachingAllocator::Impl {
 
   ~Impl() {
     std::lock_guard lock(mutex_);
+    // Threads may keep their caches past the allocator: they must never
+    // touch its blocks again.
+    for (const auto& c : caches_) {
+      std::lock_guard cache_lock(c->lock);
+      c->count = 0;
+      c->live = {};
+      c->dead.store(true, std::memory_order_release);
+    }
     process_events(/*wait=*/true);
     // Callers must not use pointers past the allocator's life: everything,
     // live or cached, goes back to the upstream.
@@ -75,38 +121,95 @@ class CachingAllocator::Impl {
 
   void* allocate(std::size_t bytes, StreamId stream, TagId tag) {
     if (bytes == 0) return nullptr;
+    if (bytes > kMaxRequest) {
+      std::lock_guard lock(mutex_);
+      out_of_memory(bytes, stream, "the request is larger than any device");
+    }
+    const std::size_t size = bytes < config_.round_bytes ? config_.round_bytes : round_up(bytes, config_.round_bytes);
+    // With more than one thread: the thread's own magazine, without the lock.
+    ThreadCache* cache = caches_on_.load(std::memory_order_acquire) ? detail::this_threads_cache(id_) : nullptr;
+    bool short_of_budget = false;
+    if (cache) {
+      std::lock_guard cache_lock(cache->lock);
+      ++cache->calls;
+      if (const int i = cache->find(size, stream); i >= 0) {
+        Block* b = cache->magazine[i];
+        const StatChange change = detail::handed_out(*b, bytes, b->split_when_cached);
+        if (cache->covers(change)) {
+          cache->take(i);
+          cache->apply(change);
+          b->in_thread_cache = false;
+          b->requested = bytes;
+          b->tag = tag;
+          cache->live.insert(b->address, b);
+          return reinterpret_cast<void*>(b->address);
+        }
+        short_of_budget = true;
+      }
+    }
+
     std::lock_guard lock(mutex_);
     if (!pending_.empty()) process_events(/*wait=*/false);
-    if (bytes > kMaxRequest) out_of_memory(bytes, stream, "the request is larger than any device");
-    const std::size_t size = bytes < config_.round_bytes ? config_.round_bytes : round_up(bytes, config_.round_bytes);
     const PoolKind kind = size <= config_.small_size ? PoolKind::kSmall : PoolKind::kLarge;
     Pool& pool = pool_for(stream, kind);
+    if (!cache) cache = cache_for_this_thread();
 
-    Block* block = config_.expandable_segments ? obtain_expandable(pool, size, bytes) : take_free_block(pool, size);
-    if (!block) block = grow(pool, size, bytes);
+    Block* block = cache ? take_from_magazine(*cache, size, stream) : nullptr;
+    if (!block) block = obtain(pool, size, bytes);
     split(block, size);
 
     block->requested = bytes;
     block->tag = tag;
-    live_.insert(block->address, block);
-    increase(stats_.allocation, kind, 1);
-    increase(stats_.allocated_bytes, kind, i64(block->size));
-    increase(stats_.active, kind, 1);
-    increase(stats_.active_bytes, kind, i64(block->size));
-    increase(stats_.requested_bytes, kind, i64(bytes));
+    if (cache) {
+      // In the thread's map, its free takes the fast path and returns the
+      // budget the next allocation needs.
+      block->split_when_cached = is_split(block);  // what the fast free counts
+      std::lock_guard cache_lock(cache->lock);
+      cache->live.insert(block->address, block);
+    } else {
+      live_.insert(block->address, block);
+    }
+    raise(CachedStat::kAllocation, kind, 1);
+    raise(CachedStat::kAllocatedBytes, kind, i64(block->size));
+    raise(CachedStat::kActive, kind, 1);
+    raise(CachedStat::kActiveBytes, kind, i64(block->size));
+    raise(CachedStat::kRequestedBytes, kind, i64(bytes));
     if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
     history_.record(HistoryAction::kAlloc, block->address, block->size, bytes, stream, tag);
+    if (short_of_budget) rebalance(cache);
     return reinterpret_cast<void*>(block->address);
   }
 
   FreeStatus free(void* ptr, StreamId stream) {
     if (ptr == nullptr) return FreeStatus::kOk;
-    std::lock_guard lock(mutex_);
     const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    Block** found = live_.find(address);
-    if (!found) return FreeStatus::kUnknownPointer;
-    Block* block = *found;
-    live_.erase(address);
+    // A block the thread took from its magazine goes back there.
+    ThreadCache* cache = caches_on_.load(std::memory_order_acquire) ? detail::this_threads_cache(id_) : nullptr;
+    bool short_of_budget = false;
+    if (cache) {
+      std::lock_guard cache_lock(cache->lock);
+      ++cache->calls;
+      if (Block** found = cache->live.find(address)) {
+        Block* b = *found;
+        if (b->segment->pool->stream == stream && b->stream_uses.empty() && cache->has_room(*b)) {
+          const StatChange change = detail::given_back(*b, b->split_when_cached);
+          if (cache->covers(change)) {
+            cache->live.erase(address);
+            cache->apply(change);
+            b->requested = 0;
+            b->tag = kNoTag;
+            b->in_thread_cache = true;
+            cache->put(b);
+            return FreeStatus::kOk;
+          }
+          short_of_budget = true;
+        }
+      }
+    }
+
+    std::lock_guard lock(mutex_);
+    Block* block = take_live(address);
+    if (!block) return FreeStatus::kUnknownPointer;
     const PoolKind kind = block->segment->pool->kind;
     const StreamId own = block->segment->pool->stream;
     block->allocated = false;
@@ -120,7 +223,8 @@ class CachingAllocator::Impl {
       block->stream_uses.push_back(stream);
     history_.record(HistoryAction::kFreeRequested, block->address, block->size, block->size, own, block->tag);
     if (block->stream_uses.empty() || !up_.events) {
-      free_block(block);
+      free_block(block, stream == own ? (cache ? cache : cache_for_this_thread()) : nullptr);
+      if (short_of_budget) rebalance(cache);
       return FreeStatus::kOk;
     }
     // Other streams may still read it: reuse waits for their queued work.
@@ -134,9 +238,11 @@ class CachingAllocator::Impl {
 
   FreeStatus record_stream(void* ptr, StreamId stream) {
     std::lock_guard lock(mutex_);
-    Block** found = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (!found) return FreeStatus::kUnknownPointer;
-    Block* block = *found;
+    // A block a thread cache handed out is changed under that cache's lock:
+    // its thread reads stream_uses on its fast path.
+    CacheLocks caches(caches_);
+    Block* block = find_live(reinterpret_cast<std::uintptr_t>(ptr));
+    if (!block) return FreeStatus::kUnknownPointer;
     if (stream != block->segment->pool->stream &&
         std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end())
       block->stream_uses.push_back(stream);
@@ -150,17 +256,21 @@ class CachingAllocator::Impl {
 
   AllocatorStats stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    CacheLocks caches(caches_);
+    return with_cache_shares();
   }
 
   AllocatorStats stats(FreeSpace& space) const {
     std::lock_guard lock(mutex_);
+    CacheLocks caches(caches_);
     space = free_space_locked();
-    return stats_;
+    return with_cache_shares();
   }
 
   void reset_peak_stats() {
     std::lock_guard lock(mutex_);
+    fold_caches();
+    reclaim_budgets();  // the peaks fall to the current values: no headroom is left to hand out
     for (StatArray* a : stat_arrays())
       for (Stat& s : *a) s.reset_peak();
     stats_.oversize_allocations.reset_peak();
@@ -169,6 +279,7 @@ class CachingAllocator::Impl {
 
   void reset_accumulated_stats() {
     std::lock_guard lock(mutex_);
+    fold_caches();
     for (StatArray* a : stat_arrays())
       for (Stat& s : *a) s.reset_accumulated();
     stats_.oversize_allocations.reset_accumulated();
@@ -217,6 +328,221 @@ class CachingAllocator::Impl {
     return kind == PoolKind::kSmall ? last_pools_->small : last_pools_->large;
   }
 
+  // ---- thread caches (thread_cache.h) -------------------------------------
+
+  // The calling thread's cache, made on its first slow path. Caches start
+  // once a second thread calls: one thread alone keeps the plain path, so
+  // single-threaded replays place every block as they always did. History
+  // keeps every event in order, so it keeps them off.
+  ThreadCache* cache_for_this_thread() {
+    if (!caches_on_.load(std::memory_order_relaxed) && this_thread_key() == first_thread_) [[likely]]
+      return nullptr;
+    return cache_for_this_thread_slowly();
+  }
+
+  [[gnu::noinline]] ThreadCache* cache_for_this_thread_slowly() {
+    if (!caches_on_.load(std::memory_order_relaxed)) {
+      if (config_.history_capacity > 0) return nullptr;
+      const void* me = this_thread_key();
+      if (first_thread_ == nullptr) first_thread_ = me;
+      if (first_thread_ == me) return nullptr;
+      caches_on_.store(true, std::memory_order_release);
+    }
+    if (ThreadCache* cache = detail::this_threads_cache(id_)) return cache;
+    auto cache = std::make_shared<ThreadCache>();
+    caches_.push_back(cache);
+    detail::register_this_threads_cache(id_, cache);
+    return cache.get();
+  }
+
+  // A block of exactly `size` from the thread's magazine, back as a pool
+  // block that was just taken (allocated, not in the free index).
+  Block* take_from_magazine(ThreadCache& cache, std::size_t size, StreamId stream) {
+    Block* b = nullptr;
+    {
+      std::lock_guard cache_lock(cache.lock);
+      const int i = cache.find(size, stream);
+      if (i < 0) return nullptr;
+      b = cache.take(i);
+      b->in_thread_cache = false;
+    }
+    uncount_magazine_block(b);
+    return b;
+  }
+
+  // A block leaving a magazine stops counting as a free piece of a segment
+  // (free_block() counted it going in, as cache() would have).
+  void uncount_magazine_block(const Block* b) {
+    if (!b->split_when_cached) return;
+    decrease(stats_.inactive_split, b->segment->pool->kind, 1);
+    decrease(stats_.inactive_split_bytes, b->segment->pool->kind, i64(b->size));
+  }
+
+  // A live block by address, from the allocator's map or a thread cache's
+  // (the caller holds every cache's lock), or nullptr.
+  Block* find_live(std::uintptr_t address) {
+    if (Block** found = live_.find(address)) return *found;
+    for (const auto& c : caches_)
+      if (Block** found = c->live.find(address)) return *found;
+    return nullptr;
+  }
+
+  // The same, taken out of its map.
+  Block* take_live(std::uintptr_t address) {
+    if (Block** found = live_.find(address)) {
+      Block* b = *found;
+      live_.erase(address);
+      return b;
+    }
+    for (const auto& c : caches_) {
+      std::lock_guard cache_lock(c->lock);
+      if (Block** found = c->live.find(address)) {
+        Block* b = *found;
+        c->live.erase(address);
+        return b;
+      }
+    }
+    return nullptr;
+  }
+
+  // Stat::increase for a statistic thread caches share: the peak accounts
+  // for what the caches added and may still add (cache_reserve_). Past it,
+  // the caches give their budgets back, and the peak is set from the exact
+  // total: base plus every cache's delta. On the hot path: two additions
+  // and a compare per entry, as Stat::increase.
+  [[gnu::always_inline]] void raise(CachedStat which, PoolKind kind, std::int64_t amount) {
+    StatArray& a = detail::stat_array(stats_, which);
+    const int base = ThreadCache::slot(which, 0);
+    bump(a[kStatAll], base, amount);
+    bump(a[1 + static_cast<std::size_t>(kind)], base + 1 + static_cast<int>(kind), amount);
+  }
+
+  [[gnu::always_inline]] void bump(Stat& st, int slot, std::int64_t amount) {
+    st.current += amount;
+    st.allocated += amount;
+    if (st.current + cache_reserve_[static_cast<std::size_t>(slot)] > st.peak) [[unlikely]]
+      new_peak(st, slot);
+  }
+
+  [[gnu::noinline]] void new_peak(Stat& st, int slot) {
+    // Frees on fast paths grow budgets too: take them all back.
+    if (!caches_.empty()) reclaim_budgets();
+    st.peak = std::max(st.peak, st.current + cache_reserve_[static_cast<std::size_t>(slot)]);
+  }
+
+  // The statistics with every cache's share added (caches locked).
+  AllocatorStats with_cache_shares() const {
+    AllocatorStats out = stats_;
+    for (const auto& c : caches_) add_share(out, *c);
+    return out;
+  }
+
+  static void add_share(AllocatorStats& stats, const ThreadCache& c) {
+    for (int w = 0; w < detail::kCachedStats; ++w)
+      for (int entry = 0; entry < 3; ++entry) {
+        const auto slot = static_cast<std::size_t>(ThreadCache::slot(CachedStat(w), entry));
+        Stat& st = detail::stat_array(stats, CachedStat(w))[static_cast<std::size_t>(entry)];
+        st.current += c.delta[slot];
+        st.allocated += c.increased[slot];
+        st.freed += c.decreased[slot];
+      }
+  }
+
+  // Moves a cache's share into the allocator's statistics (cache locked).
+  void fold_share(ThreadCache& c) {
+    add_share(stats_, c);
+    for (std::size_t slot = 0; slot < c.delta.size(); ++slot) cache_reserve_[slot] -= c.delta[slot];
+    c.delta.fill(0);
+    c.increased.fill(0);
+    c.decreased.fill(0);
+  }
+
+  void fold_caches() {
+    CacheLocks caches(caches_);
+    for (const auto& c : caches_) fold_share(*c);
+  }
+
+  void reclaim_budgets() {
+    for (const auto& c : caches_) {
+      std::lock_guard cache_lock(c->lock);
+      for (std::size_t slot = 0; slot < c->budget.size(); ++slot) cache_reserve_[slot] -= c->budget[slot];
+      c->budget.fill(0);
+    }
+  }
+
+  // A cache was short of budget: the headroom under every peak is shared
+  // again among the caches used since the last sharing; what does not
+  // divide goes to `caller`'s.
+  void rebalance(ThreadCache* caller) {
+    adopt_orphans();
+    fold_caches();
+    reclaim_budgets();
+    CacheLocks caches(caches_);
+    std::vector<ThreadCache*> users;
+    for (const auto& c : caches_) {
+      if (c->calls > 0 || c.get() == caller) users.push_back(c.get());
+      c->calls = 0;
+    }
+    if (users.empty()) return;
+    const auto n = static_cast<std::int64_t>(users.size());
+    for (int w = 0; w < detail::kCachedStats; ++w)
+      for (int entry = 0; entry < 3; ++entry) {
+        const auto slot = static_cast<std::size_t>(ThreadCache::slot(CachedStat(w), entry));
+        const Stat& st = detail::stat_array(stats_, CachedStat(w))[static_cast<std::size_t>(entry)];
+        const std::int64_t headroom = st.peak - st.current - cache_reserve_[slot];
+        if (headroom <= 0) continue;
+        for (ThreadCache* c : users) c->budget[slot] += headroom / n;
+        if (caller) caller->budget[slot] += headroom % n;
+        cache_reserve_[slot] += caller ? headroom : headroom / n * n;
+      }
+  }
+
+  // A block out of a magazine (its cache unlocked) back into its pool.
+  void return_to_pool(Block* b) {
+    b->in_thread_cache = false;
+    b->allocated = false;
+    uncount_magazine_block(b);  // cache() counts it again
+    cache(b);
+  }
+
+  // Every magazine back into the pools; whether any block was there.
+  bool flush_magazines() {
+    adopt_orphans();
+    std::vector<Block*> flushed;
+    for (const auto& c : caches_) {
+      std::lock_guard cache_lock(c->lock);
+      while (c->count > 0) flushed.push_back(c->take(c->count - 1));
+    }
+    for (Block* b : flushed) return_to_pool(b);
+    return !flushed.empty();
+  }
+
+  // Caches whose threads exited: their live blocks move to the allocator's
+  // map, their magazines to the pools, their shares to its statistics.
+  void adopt_orphans() {
+    std::vector<Block*> flushed;
+    std::erase_if(caches_, [&](const std::shared_ptr<ThreadCache>& c) {
+      std::lock_guard cache_lock(c->lock);
+      if (!c->orphaned) return false;
+      c->live.for_each([&](std::uintptr_t address, Block* b) { live_.insert(address, b); });
+      while (c->count > 0) flushed.push_back(c->take(c->count - 1));
+      fold_share(*c);
+      for (std::size_t slot = 0; slot < c->budget.size(); ++slot) cache_reserve_[slot] -= c->budget[slot];
+      c->dead.store(true, std::memory_order_release);
+      return true;
+    });
+    for (Block* b : flushed) return_to_pool(b);
+  }
+
+  Block* obtain(Pool& pool, std::size_t size, std::size_t bytes) {
+    if (config_.expandable_segments) return obtain_expandable(pool, size, bytes);
+    if (Block* b = take_free_block(pool, size)) return b;
+    // Blocks in magazines may merge into one that fits: before growing.
+    if (!caches_.empty() && flush_magazines())
+      if (Block* b = take_free_block(pool, size)) return b;
+    return grow(pool, size, bytes);
+  }
+
   // A free block counts as an "inactive split" (PyTorch's non-releasable
   // memory) when it is a piece of a segment rather than a whole one; in a
   // growing range, every free block but the open end.
@@ -227,8 +553,8 @@ class CachingAllocator::Impl {
   void index_free(Block* b) {
     b->segment->pool->free.insert(b);
     if (is_split(b)) {
-      increase(stats_.inactive_split, b->segment->pool->kind, 1);
-      increase(stats_.inactive_split_bytes, b->segment->pool->kind, i64(b->size));
+      raise(CachedStat::kInactiveSplit, b->segment->pool->kind, 1);
+      raise(CachedStat::kInactiveSplitBytes, b->segment->pool->kind, i64(b->size));
     }
   }
 
@@ -279,8 +605,9 @@ class CachingAllocator::Impl {
     index_free(rest);
   }
 
-  // The block is free for reuse: merge it with free neighbours and cache it.
-  void free_block(Block* b) {
+  // The block is free for reuse: into the freeing thread's magazine when
+  // given one with room, otherwise merged with free neighbours and cached.
+  void free_block(Block* b, ThreadCache* magazine = nullptr) {
     const PoolKind kind = b->segment->pool->kind;
     decrease(stats_.active, kind, 1);
     decrease(stats_.active_bytes, kind, i64(b->size));
@@ -288,7 +615,26 @@ class CachingAllocator::Impl {
     b->stream_uses.clear();
     b->tag = kNoTag;
     b->requested = 0;
+    if (magazine && b->size < config_.max_split_size && put_in_magazine(*magazine, b)) {
+      // As cache() would count it (after the cache's lock: raise() may take
+      // every cache's lock).
+      if (b->split_when_cached) {
+        raise(CachedStat::kInactiveSplit, kind, 1);
+        raise(CachedStat::kInactiveSplitBytes, kind, i64(b->size));
+      }
+      return;
+    }
     cache(b);
+  }
+
+  bool put_in_magazine(ThreadCache& magazine, Block* b) {
+    std::lock_guard cache_lock(magazine.lock);
+    if (!magazine.has_room(*b)) return false;
+    b->allocated = true;  // out of the pool: no neighbour merges it
+    b->in_thread_cache = true;
+    b->split_when_cached = is_split(b);
+    magazine.put(b);
+    return true;
   }
 
   // Merges a free block with free neighbours and puts it in its pool.
@@ -418,6 +764,15 @@ class CachingAllocator::Impl {
     if (!b) out_of_memory(bytes, pool.stream, "no virtual address range is long enough");
     std::size_t needed = new_granule_bytes(*b->segment, b->address, size);
     if (needed == 0) return b;
+    // Blocks in magazines may merge into mapped room: before mapping more.
+    if (!caches_.empty() && flush_magazines()) {
+      b->allocated = false;
+      cache(b);
+      b = take_free_block(pool, size);  // b's own room at least
+      if (!b) out_of_memory(bytes, pool.stream, "no virtual address range is long enough");
+      needed = new_granule_bytes(*b->segment, b->address, size);
+      if (needed == 0) return b;
+    }
     // Memory must be mapped: off the hot path, so the high-water guard looks
     // for the free block and the place in it that need the fewest new
     // granules (PyTorch maps what best fit chose).
@@ -653,6 +1008,7 @@ class CachingAllocator::Impl {
   }
 
   void release_all_cached() {
+    flush_magazines();
     process_events(/*wait=*/true);
     release_cached(0, /*oldest=*/false);
     // Ranges with nothing left in them go back too.
@@ -692,6 +1048,14 @@ class CachingAllocator::Impl {
   std::size_t high_water_ = 0;
   std::size_t limit_ = SIZE_MAX;
   std::uint64_t clock_ = 0;
+  // Thread caches (thread_cache.h); the vector and the counters below are
+  // under mutex_.
+  const std::uint64_t id_ = next_allocator_number();
+  std::atomic<bool> caches_on_{false};
+  const void* first_thread_ = nullptr;  // this_thread_key() of the first caller
+  std::vector<std::shared_ptr<ThreadCache>> caches_;
+  // Per slot: the sum over caches of delta + budget.
+  std::array<std::int64_t, detail::kSlots> cache_reserve_{};
 };
 
 FreeSpace CachingAllocator::Impl::free_space_locked() const {
@@ -700,7 +1064,7 @@ FreeSpace CachingAllocator::Impl::free_space_locked() const {
   std::size_t largest_free = 0, total_free = 0;
   for (auto& [base, s] : segments_) {
     for (Block* b = s->first; b; b = b->next) {
-      if (!b->is_free()) continue;
+      if (!b->is_free() && !b->in_thread_cache) continue;
       std::size_t usable = b->size;
       if (s->expandable) {
         const std::size_t g = up_.vmm->granularity();
@@ -723,10 +1087,13 @@ FreeSpace CachingAllocator::Impl::free_space_locked() const {
 void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, std::string_view why) {
   ++stats_.num_ooms;
   history_.record(HistoryAction::kOom, 0, bytes, bytes, stream, kNoTag);
+  fold_caches();
+  CacheLocks caches(caches_);
   const FreeSpace space = free_space_locked();
   const std::size_t largest_free = space.largest_block, total_free = space.free_bytes;
   std::vector<Block*> live;
   live_.for_each([&](std::uintptr_t, Block* b) { live.push_back(b); });
+  for (const auto& c : caches_) c->live.for_each([&](std::uintptr_t, Block* b) { live.push_back(b); });
   std::size_t shown = std::min<std::size_t>(live.size(), 5);
   std::partial_sort(live.begin(), live.begin() + long(shown), live.end(),
                     [](Block* a, Block* b) { return a->size > b->size; });
@@ -769,6 +1136,7 @@ void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, s
 
 Snapshot CachingAllocator::Impl::snapshot() const {
   std::lock_guard lock(mutex_);
+  CacheLocks caches(caches_);
   Snapshot out;
   for (const auto& [base, s] : segments_) {
     SegmentSnapshot seg;
@@ -781,8 +1149,9 @@ Snapshot CachingAllocator::Impl::snapshot() const {
       BlockSnapshot block;
       block.address = b->address;
       block.size = b->size;
-      block.state = b->allocated ? BlockState::kAllocated
-                                 : (b->pending_events ? BlockState::kPendingFree : BlockState::kInactive);
+      block.state = b->in_thread_cache ? BlockState::kInactive
+                    : b->allocated     ? BlockState::kAllocated
+                                       : (b->pending_events ? BlockState::kPendingFree : BlockState::kInactive);
       if (block.state != BlockState::kInactive) {
         block.requested_size = b->requested;
         block.tag = tags_.name(b->tag);
