@@ -186,11 +186,15 @@ void SkylineSearch::undo(size_t mark) {
 
 bool SkylineSearch::release_bound() {
   // Items by release, highest first; each section accumulates the sizes of
-  // those released at or above the current one.
+  // those released at or above the current one. Those released at the level
+  // h itself are left out: with them, each section would hold everything it
+  // has left above h, which dfs() has checked before calling this. Sorting
+  // and walking only what rests above the level halves a node's time on
+  // perfect packings, where most buffers wait at the level.
   const int64_t h = level_;
   by_release_.clear();
   for (size_t k = 0; k < items_.size(); ++k) {
-    if (offset_[k] < 0) by_release_.emplace_back(std::max(floor_max_[k], h), static_cast<int>(k));
+    if (offset_[k] < 0 && floor_max_[k] > h) by_release_.emplace_back(floor_max_[k], static_cast<int>(k));
   }
   std::sort(by_release_.begin(), by_release_.end(), std::greater<>());
   std::fill(stacked_.begin(), stacked_.end(), 0);
@@ -262,16 +266,22 @@ SearchStatus SkylineSearch::dfs() {
   just_placed_ = false;
   checked_level_ = h;
 
+  // Points left empty at h, counted up to each section: whether a lifetime
+  // holds one is then a subtraction. Walking each candidate's lifetime here
+  // took most of a node's time on long-lived buffers (perfect packings of
+  // 1,500 buffers over 800 sections).
+  empty_before_[0] = 0;
+  for (size_t s = 0; s < sections_; ++s) {
+    empty_before_[s + 1] = empty_before_[s] + (closed_[s] && floor_[s] == h ? 1 : 0);
+  }
+
   // Any section at level h may be decided first; take the one with the
   // fewest ways to fill its floor point (fail first). None: a dead end.
   auto fits_here = [&](int k) {
     const Item& it = items_[static_cast<size_t>(k)];
     if (offset_[static_cast<size_t>(k)] >= 0 || floor_max_[static_cast<size_t>(k)] != h) return false;
     if (it.twin_before >= 0 && offset_[static_cast<size_t>(it.twin_before)] < 0) return false;
-    for (int s = it.first_section; s < it.end_section; ++s) {
-      if (closed_[static_cast<size_t>(s)] && floor_[static_cast<size_t>(s)] == h) return false;  // a point left empty
-    }
-    return true;
+    return empty_before_[static_cast<size_t>(it.end_section)] == empty_before_[static_cast<size_t>(it.first_section)];
   };
   int lowest = -1;
   int64_t fewest = 0;
@@ -369,6 +379,7 @@ SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::ve
   depth_ = 0;
   stacked_.assign(sections_, 0);
   by_release_.reserve(items_.size());
+  empty_before_.assign(sections_ + 1, 0);
   scratch_.assign(items_.size() * 2 + sections_ + 2, {});
   unplaced_ = static_cast<int>(items_.size());
   for (const Item& it : items_) {

@@ -144,6 +144,7 @@ class SkylineSearch {
   int64_t level_ = 0;  // the current lowest open floor
   std::vector<std::pair<int64_t, int>> by_release_;  // scratch: (release, item)
   std::vector<int64_t> stacked_;                     // scratch, per section
+  std::vector<int> empty_before_;                    // scratch, per section + 1: points left empty at h before it
   int unplaced_ = 0;
 };
 
