@@ -24,6 +24,14 @@ under PyTorch's profiler with profile_memory on:
   vit_b16_adamw_2iter.json.gz  (--only vit_b16) torchvision's ViT-B/16
                           (10 classes), batch 2 at 224x224, AdamW: 2
                           iterations
+  bert_infer_dynamic.json.gz  (--only inference) a BERT-base-sized
+                          encoder (12 layers, d_model 768, 12 heads, fp32),
+                          built inside the recording, then inference under
+                          no_grad at 8 (batch, tokens) shapes in turn, as a
+                          server with dynamic batching sees them
+  resnet50_infer_batches.json.gz  (--only inference) torchvision's
+                          resnet50, built inside the recording, inference
+                          at batches 8, 32, 16, 24, 4 (224x224)
   leaky_mlp_train.json    a 2-layer MLP, batch 64, SGD: 6 iterations, each
                           keeping its hidden features (128 KiB) in a list:
                           the steady leak `gpumem trace stats` must find
@@ -218,6 +226,46 @@ def vit_step():
     return step
 
 
+# Inference at shapes that change from call to call: the case where cached
+# blocks cut for one shape do not fit the next. The model is built by the
+# first step, inside the recording, so its weights are in the trace.
+BERT_SHAPES = [(8, 128), (2, 384), (16, 64), (4, 256), (1, 512), (12, 96), (8, 200), (3, 300)]
+RESNET_BATCHES = [8, 32, 16, 24, 4]
+
+
+def bert_inference_step():
+    state = {}
+
+    def step():
+        if "model" not in state:
+            layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072, batch_first=True)
+            state["model"] = torch.nn.TransformerEncoder(layer, num_layers=12).eval()
+            state["i"] = 0
+        batch, tokens = BERT_SHAPES[state["i"]]
+        state["i"] += 1
+        with torch.no_grad():
+            state["model"](torch.randn(batch, tokens, 768))
+
+    return step
+
+
+def resnet50_inference_step():
+    import torchvision
+
+    state = {}
+
+    def step():
+        if "model" not in state:
+            state["model"] = torchvision.models.resnet50().eval()
+            state["i"] = 0
+        batch = RESNET_BATCHES[state["i"]]
+        state["i"] += 1
+        with torch.no_grad():
+            state["model"](torch.randn(batch, 3, 224, 224))
+
+    return step
+
+
 def mlp_step():
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
     inputs = torch.randn(64, 256)
@@ -267,7 +315,7 @@ def leaky_mlp_step():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16"],
+    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16", "inference"],
                         help="record one newer trace only (see below)")
     parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
                         help="output directory (default: tests/data/traces)")
@@ -289,6 +337,14 @@ def main():
         # Two iterations: the first also creates AdamW's state.
         write_trace(os.path.join(out, "vit_b16_adamw_2iter.json.gz"), record(vit_step(), 2),
                     "ViT-B/16 training, batch 2, AdamW, 2 iterations")
+        return 0
+    if args.only == "inference":
+        write_trace(os.path.join(out, "bert_infer_dynamic.json.gz"), record(bert_inference_step(), len(BERT_SHAPES)),
+                    "BERT-base-sized encoder inference at 8 (batch, tokens) shapes")
+        torch.manual_seed(0)
+        write_trace(os.path.join(out, "resnet50_infer_batches.json.gz"),
+                    record(resnet50_inference_step(), len(RESNET_BATCHES)),
+                    "resnet50 inference at batches 8, 32, 16, 24, 4")
         return 0
     if args.only == "no_memory":
         # What profile() records by default: operators, no memory events.
