@@ -184,7 +184,7 @@ TEST(CliTrace, ReplayAdvisesTheSettingsThatDoBetter) {
                        "  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would have saved 22.00 MiB at the peak "
                        "(108.00 MiB reserved, not 130.00 MiB)\n"
                        "  gpumem's allocator in PyTorch (libgpumem_torch.so as a CUDAPluggableAllocator) would have "
-                       "saved 12.00 MiB at the peak (118.00 MiB reserved, not 130.00 MiB)\n\n"))
+                       "saved 14.00 MiB at the peak (116.00 MiB reserved, not 130.00 MiB)\n\n"))
       << r.out;
   // BFC (126 MiB) is TensorFlow's: no PyTorch setting selects it.
   EXPECT_FALSE(contains(r.out, "TF_FORCE_GPU_ALLOW_GROWTH")) << r.out;

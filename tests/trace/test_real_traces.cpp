@@ -3,6 +3,7 @@
 // must agree with what the profiler itself reported, and conversions must
 // keep every event.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -66,7 +67,7 @@ std::int64_t peak_from_profiler_totals(const Trace& t, int device) {
   return peak;
 }
 
-TEST_P(RealTrace, EveryPolicyReservesAtLeastThePeakAndTheOptimumIsBetween) {
+TEST_P(RealTrace, EveryPolicyReservesAtLeastThePeakAndSoDoesTheOptimum) {
   const Trace t = read_trace(trace_path(GetParam()));
   ReplayOptions options;
   options.optimal_time_limit = 2;
@@ -76,9 +77,12 @@ TEST_P(RealTrace, EveryPolicyReservesAtLeastThePeakAndTheOptimumIsBetween) {
   EXPECT_EQ(r.traced_peak, profiler_peak);
   EXPECT_EQ(r.lower_bound, profiler_peak);
   EXPECT_GE(r.optimal_arena, r.lower_bound);
+  // Not "at least the optimal arena": an allocator's segments are separate
+  // device allocations (and expandable ones remap granules), not one arena
+  // with fixed offsets; on BERT inference gpumem-expandable maps 396.4 MB
+  // where the best single arena found needs 396.9 MB.
   for (const PolicyResult& p : r.policies) {
     EXPECT_GE(p.peak_reserved, r.traced_peak) << p.name;
-    EXPECT_GE(p.peak_reserved, r.optimal_arena) << p.name;
     EXPECT_FALSE(p.oom_at_event) << p.name;
   }
 }
@@ -108,7 +112,46 @@ TEST_P(RealTrace, SurvivesConversionToAPytorchSnapshotAndBack) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recorded, RealTrace,
-                         ::testing::Values("resnet18_train.json", "transformer_train.json", "leaky_mlp_train.json"));
+                         ::testing::Values("resnet18_train.json", "transformer_train.json", "leaky_mlp_train.json",
+                                           "bert_infer_dynamic.json.gz", "resnet50_infer_batches.json.gz"));
+
+// Issue 17's goal for gpumem's defaults, on every real trace bundled:
+// training (CNNs and transformers, several batch sizes, with and without
+// checkpointing, SGD, Adam, AdamW, bf16) and inference at changing shapes.
+// gpumem never reserves more than PyTorch's defaults, and with expandable
+// segments never more than without. Exact figures, not timings
+// (bench/default_vs_pytorch.sh prints them).
+class EveryRealTrace : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EveryRealTrace, GpumemReservesNoMoreThanPytorchAndExpandableNoMoreThanGpumem) {
+  const Trace t = read_trace(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/" + GetParam());
+  ReplayOptions options;
+  options.policies = {"gpumem", "pytorch", "gpumem-expandable"};
+  options.optimal_time_limit = 0;
+  const ReplayReport r = replay(t, options);
+  std::map<std::string, std::int64_t> reserved;
+  for (const PolicyResult& p : r.policies) reserved[p.name] = p.peak_reserved;
+  EXPECT_LE(reserved.at("gpumem"), reserved.at("pytorch"));
+  EXPECT_LE(reserved.at("gpumem-expandable"), reserved.at("gpumem"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Recorded, EveryRealTrace,
+    ::testing::Values("traces/resnet18_train.json", "traces/transformer_train.json", "traces/leaky_mlp_train.json",
+                      "traces/resnet18_adamw_3iter.json.gz", "traces/vit_b16_adamw_2iter.json.gz",
+                      "traces/bert_infer_dynamic.json.gz", "traces/resnet50_infer_batches.json.gz",
+                      "train/gpt_adam.trace.json.gz", "train/mobilenet_v2_sgd.trace.json.gz",
+                      "train/resnet18_frozen.trace.json.gz", "train/resnet18_sgd.trace.json.gz",
+                      "train/resnet18_sgd_ckpt.trace.json.gz", "train/resnet18_sgd_fit282.trace.json.gz",
+                      "train/resnet50_sgd.trace.json.gz", "train/transformer_adamw.trace.json.gz",
+                      "train/transformer_adamw_ckpt.trace.json.gz", "train/transformer_adamw_fit100.trace.json.gz",
+                      "train/transformer_bf16.trace.json.gz", "train/vgg11_bn_sgd.trace.json.gz"),
+    [](const ::testing::TestParamInfo<const char*>& info) {
+      std::string name = info.param;
+      name = name.substr(name.find('/') + 1);
+      name = name.substr(0, name.find('.'));
+      return name;
+    });
 
 // The MLP's training loop keeps every step's hidden features (64 x 512
 // floats): stats must find six iterations and the steady 128 KiB leak.
