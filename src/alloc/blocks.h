@@ -19,7 +19,10 @@ struct Pool;
 
 // A piece of a segment: allocated, waiting for other streams, or free.
 // Blocks of a segment form an address-ordered list through prev/next.
-struct Block {
+// One per cache line: thread caches write blocks without the allocator's
+// lock, and two threads' blocks side by side in the arena would share one
+// (measured: 106-155 against 88-92 ns per pair with two threads).
+struct alignas(64) Block {
   std::uintptr_t address = 0;
   std::size_t size = 0;
   std::size_t requested = 0;  // caller's bytes while allocated
