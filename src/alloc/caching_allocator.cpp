@@ -137,12 +137,12 @@ class CachingAllocator::Impl {
         Block* b = cache->magazine[i];
         const StatChange change = detail::handed_out(*b, bytes, b->split_when_cached);
         if (cache->covers(change)) {
+          cache->live.insert(b->address, b);  // first: it may allocate, and throw
           cache->take(i);
           cache->apply(change);
           b->in_thread_cache = false;
           b->requested = bytes;
           b->tag = tag;
-          cache->live.insert(b->address, b);
           return reinterpret_cast<void*>(b->address);
         }
         short_of_budget = true;
@@ -192,7 +192,8 @@ class CachingAllocator::Impl {
       ++cache->calls;
       if (Block** found = cache->live.find(address)) {
         Block* b = *found;
-        if (b->segment->pool->stream == stream && b->stream_uses.empty() && cache->has_room(*b)) {
+        if (b->segment->pool->stream == stream && b->stream_uses.empty() && b->size < config_.max_split_size &&
+            cache->has_room(*b)) {
           const StatChange change = detail::given_back(*b, b->split_when_cached);
           if (cache->covers(change)) {
             cache->live.erase(address);
@@ -270,8 +271,11 @@ class CachingAllocator::Impl {
 
   void reset_peak_stats() {
     std::lock_guard lock(mutex_);
-    fold_caches();
-    reclaim_budgets();  // the peaks fall to the current values: no headroom is left to hand out
+    // Under every cache's lock at once: the peaks fall to the exact current
+    // values, and no headroom is left to hand out.
+    CacheLocks caches(caches_);
+    fold_caches_locked();
+    reclaim_budgets_locked();
     for (StatArray* a : stat_arrays())
       for (Stat& s : *a) s.reset_peak();
     stats_.oversize_allocations.reset_peak();
@@ -280,7 +284,8 @@ class CachingAllocator::Impl {
 
   void reset_accumulated_stats() {
     std::lock_guard lock(mutex_);
-    fold_caches();
+    CacheLocks caches(caches_);
+    fold_caches_locked();
     for (StatArray* a : stat_arrays())
       for (Stat& s : *a) s.reset_accumulated();
     stats_.oversize_allocations.reset_accumulated();
@@ -351,8 +356,8 @@ class CachingAllocator::Impl {
     }
     if (ThreadCache* cache = detail::this_threads_cache(id_)) return cache;
     auto cache = std::make_shared<ThreadCache>();
+    if (!detail::register_this_threads_cache(id_, cache)) return nullptr;  // the thread is exiting
     caches_.push_back(cache);
-    detail::register_this_threads_cache(id_, cache);
     return cache.get();
   }
 
@@ -426,8 +431,11 @@ class CachingAllocator::Impl {
   }
 
   [[gnu::noinline]] void new_peak(Stat& st, int slot) {
-    // Frees on fast paths grow budgets too: take them all back.
-    if (!caches_.empty()) reclaim_budgets();
+    // Every budget back (frees on fast paths grow them too), under every
+    // cache's lock at once, so that the reserve is then exactly the caches'
+    // deltas at one moment.
+    CacheLocks caches(caches_);
+    reclaim_budgets_locked();
     st.peak = std::max(st.peak, st.current + cache_reserve_[static_cast<std::size_t>(slot)]);
   }
 
@@ -458,14 +466,13 @@ class CachingAllocator::Impl {
     c.decreased.fill(0);
   }
 
-  void fold_caches() {
-    CacheLocks caches(caches_);
+  // These two with every cache locked (CacheLocks).
+  void fold_caches_locked() {
     for (const auto& c : caches_) fold_share(*c);
   }
 
-  void reclaim_budgets() {
+  void reclaim_budgets_locked() {
     for (const auto& c : caches_) {
-      std::lock_guard cache_lock(c->lock);
       for (std::size_t slot = 0; slot < c->budget.size(); ++slot) cache_reserve_[slot] -= c->budget[slot];
       c->budget.fill(0);
     }
@@ -476,9 +483,9 @@ class CachingAllocator::Impl {
   // divide goes to `caller`'s.
   void rebalance(ThreadCache* caller) {
     adopt_orphans();
-    fold_caches();
-    reclaim_budgets();
     CacheLocks caches(caches_);
+    fold_caches_locked();
+    reclaim_budgets_locked();
     std::vector<ThreadCache*> users;
     for (const auto& c : caches_) {
       if (c->calls > 0 || c.get() == caller) users.push_back(c.get());
@@ -1116,8 +1123,8 @@ FreeSpace CachingAllocator::Impl::free_space_locked() const {
 void CachingAllocator::Impl::out_of_memory(std::size_t bytes, StreamId stream, std::string_view why) {
   ++stats_.num_ooms;
   history_.record(HistoryAction::kOom, 0, bytes, bytes, stream, kNoTag);
-  fold_caches();
   CacheLocks caches(caches_);
+  fold_caches_locked();
   const FreeSpace space = free_space_locked();
   const std::size_t largest_free = space.largest_block, total_free = space.free_bytes;
   std::vector<Block*> live;

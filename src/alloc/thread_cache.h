@@ -152,10 +152,11 @@ struct alignas(64) ThreadCache {
 };
 
 // The calling thread's cache for the allocator numbered `allocator`, or
-// nullptr; and registering one. Allocator numbers are never reused, so an
-// entry left by a destroyed allocator is never found again; entries whose
-// allocator is gone are dropped when the thread registers another.
+// nullptr; and registering one (false once the thread is exiting: its
+// registry is gone). Allocator numbers are never reused, so an entry left by
+// a destroyed allocator is never found again; entries whose allocator is
+// gone are dropped when the thread registers another.
 ThreadCache* this_threads_cache(std::uint64_t allocator) noexcept;
-void register_this_threads_cache(std::uint64_t allocator, std::shared_ptr<ThreadCache> cache);
+bool register_this_threads_cache(std::uint64_t allocator, std::shared_ptr<ThreadCache> cache);
 
 }  // namespace gpumem::alloc::detail

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "gpumem/alloc/caching_allocator.h"
+#include "gpumem/alloc/config.h"
 #include "gpumem/alloc/simulated_device.h"
 
 namespace gpumem::alloc {
@@ -244,6 +245,50 @@ TEST(ThreadCaches, SnapshotsShowMagazineBlocksAsFree) {
   t.join();
 }
 
+// Blocks of at least max_split_size never wait in a magazine: the fast free
+// leaves them to the slow path, which counts them out of the oversize
+// allocations.
+TEST(ThreadCaches, OversizeBlocksNeverEnterAMagazine) {
+  SimulatedDevice device;
+  CachingAllocator a(simulated_upstream(device), parse_allocator_config("max_split_size_mb:32"));
+  a.deallocate(a.allocate(512), 512);
+  on_another_thread([&] {
+    for (int i = 0; i < 3; ++i) a.deallocate(a.allocate(40 * kMiB), 40 * kMiB);
+  });
+  EXPECT_EQ(stat(a, "oversize_allocations.current"), 0);
+  EXPECT_EQ(stat(a, "oversize_allocations.allocated"), stat(a, "oversize_allocations.freed"));
+  EXPECT_EQ(stat(a, "allocated_bytes.all.current"), 0);
+}
+
+// A thread-local object made before the thread first used the allocator is
+// destroyed after the thread's cache registry, and may still free memory:
+// those frees take the plain path and count exactly.
+TEST(ThreadCaches, FreesFromThreadLocalDestructorsAfterTheCachesAreGone) {
+  SimulatedDevice device;
+  CachingAllocator a(simulated_upstream(device));
+  a.deallocate(a.allocate(512), 512);
+  struct FreesAtExit {
+    CachingAllocator* allocator = nullptr;
+    std::vector<void*> blocks;
+    ~FreesAtExit() {
+      for (void* p : blocks) allocator->deallocate(p, 4096);
+    }
+  };
+  on_another_thread([&] {
+    thread_local FreesAtExit holder;  // made first, destroyed last
+    holder.allocator = &a;
+    for (int i = 0; i < 4; ++i) {
+      void* p = a.allocate(4096);
+      a.deallocate(p, 4096);  // into the magazine
+      holder.blocks.push_back(a.allocate(4096));
+    }
+  });
+  EXPECT_EQ(stat(a, "allocation.all.current"), 0);
+  EXPECT_EQ(stat(a, "allocated_bytes.all.current"), 0);
+  a.empty_cache();
+  EXPECT_EQ(stat(a, "reserved_bytes.all.current"), 0);
+}
+
 // Randomized: three threads allocate, free their own blocks and each
 // other's (handed over through a shared list), on two streams, while a
 // fourth reads statistics and snapshots and empties the cache. No block is
@@ -301,13 +346,16 @@ TEST(ThreadCaches, RandomCrossThreadFreesWithReadersAndEmptyCache) {
     ++workers_done;
   };
   std::thread reader([&] {
-    while (workers_done.load() < 3) {
+    for (int round = 0; workers_done.load() < 3; ++round) {
       const AllocatorStats s = a.stats();
       EXPECT_GE(s.allocated_bytes[kStatAll].current, 0);
-      EXPECT_LE(s.allocated_bytes[kStatAll].current, s.allocated_bytes[kStatAll].peak);
+      for (const StatArray* st :
+           {&s.allocation, &s.allocated_bytes, &s.requested_bytes, &s.active_bytes, &s.inactive_split_bytes})
+        for (const Stat& e : *st) EXPECT_LE(e.current, e.peak);
       EXPECT_LE(s.allocated_bytes[kStatAll].peak, s.reserved_bytes[kStatAll].peak);
       (void)a.snapshot();
-      a.empty_cache();
+      if (round % 3 == 0) a.empty_cache();
+      if (round % 3 == 1) a.reset_peak_stats();  // peaks fall to the exact current values
     }
   });
   std::thread t1(worker, 1), t2(worker, 2), t3(worker, 3);
