@@ -261,9 +261,13 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     // Minimise. A capacity comes first: fitting it is what the caller needs
     // (a proof that nothing fits shows in the proven bound).
     // Then most real instances pack at their lower bound: try that with a
-    // third of the time left, then close in from above.
+    // tenth of the time left, then close in from above. Those that do pack
+    // there are found within thousands of nodes (MiniMalloc's suite: under
+    // 0.1 s; perfect packings of 2,000 buffers: under 1.5 s); the rest of
+    // the time goes to closing in, which is what D needs (in 30 s: 993,280
+    // bytes with a tenth, 995,328 with a third).
     if (options.capacity && global_arena() > *options.capacity) reach(*options.capacity, deadline);
-    const auto first_try = Clock::now() + (deadline - Clock::now()) / 3;
+    const auto first_try = Clock::now() + (deadline - Clock::now()) / 10;
     auto status = reach(global_proven(), first_try);
     while (status != detail::SearchStatus::Limit || Clock::now() < deadline) {
       const int64_t arena = global_arena();
