@@ -402,6 +402,7 @@ class CachingAllocator::Impl {
   // These two with every cache locked (CacheLocks).
   void fold_caches_locked();
 
+  void reclaim_budget(ThreadCache& c);  // its budget back (cache locked)
   void reclaim_budgets_locked();
 
   // A cache was short of budget: the headroom under every peak is shared

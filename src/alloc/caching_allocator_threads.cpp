@@ -96,11 +96,13 @@ void CachingAllocator::Impl::fold_caches_locked() {
   for (const auto& c : caches_) fold_share(*c);
 }
 
+void CachingAllocator::Impl::reclaim_budget(ThreadCache& c) {
+  for (std::size_t slot = 0; slot < c.budget.size(); ++slot) cache_reserve_[slot] -= c.budget[slot];
+  c.budget.fill(0);
+}
+
 void CachingAllocator::Impl::reclaim_budgets_locked() {
-  for (const auto& c : caches_) {
-    for (std::size_t slot = 0; slot < c->budget.size(); ++slot) cache_reserve_[slot] -= c->budget[slot];
-    c->budget.fill(0);
-  }
+  for (const auto& c : caches_) reclaim_budget(*c);
 }
 
 void CachingAllocator::Impl::rebalance(ThreadCache* caller) {
@@ -139,7 +141,7 @@ bool CachingAllocator::Impl::flush_magazines() {
   std::vector<Block*> flushed;
   for (const auto& c : caches_) {
     std::lock_guard cache_lock(c->lock);
-    while (c->count > 0) flushed.push_back(c->take(c->count - 1));
+    c->drain(flushed);
   }
   for (Block* b : flushed) return_to_pool(b);
   return !flushed.empty();
@@ -151,9 +153,9 @@ void CachingAllocator::Impl::adopt_orphans() {
     std::lock_guard cache_lock(c->lock);
     if (!c->orphaned) return false;
     c->live.for_each([&](std::uintptr_t address, Block* b) { live_.insert(address, b); });
-    while (c->count > 0) flushed.push_back(c->take(c->count - 1));
+    c->drain(flushed);
     fold_share(*c);
-    for (std::size_t slot = 0; slot < c->budget.size(); ++slot) cache_reserve_[slot] -= c->budget[slot];
+    reclaim_budget(*c);
     c->dead.store(true, std::memory_order_release);
     return true;
   });

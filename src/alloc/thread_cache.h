@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "alloc/blocks.h"
 #include "alloc/free_index.h"
@@ -124,6 +125,10 @@ struct alignas(64) ThreadCache {
   void put(Block* b) {
     magazine[count++] = b;
     bytes += b->size;
+  }
+  // Every block of the magazine, appended to `out`; the magazine is empty.
+  void drain(std::vector<Block*>& out) {
+    while (count > 0) out.push_back(take(count - 1));
   }
 
   static constexpr int slot(CachedStat s, int entry) { return int(s) * 3 + entry; }
