@@ -126,6 +126,24 @@ PlannedAllocator::PlannedAllocator(Upstream upstream, AllocatorConfig config, Pl
 PlannedAllocator::~PlannedAllocator() {
   free_arena(arena_);
   for (Arena& a : retired_) free_arena(a);
+  for (auto [p, bytes] : from_device_) upstream_.memory->deallocate(p, bytes, stream_.value_or(kDefaultStream));
+}
+
+void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream) {
+  const std::size_t size = rounded(bytes);
+  if (size < bytes) throw OutOfMemoryError(fmt::format("{} bytes cannot be allocated", bytes), bytes);
+  void* p = nullptr;
+  try {
+    p = upstream_.memory->allocate(size, stream);
+  } catch (const OutOfMemoryError&) {
+    // What the cache keeps free may be what the device lacks.
+    cache_.empty_cache();
+    p = upstream_.memory->allocate(size, stream);
+  }
+  from_device_.emplace(p, size);
+  ++stats_.from_device;
+  stats_.device_bytes += size;
+  return p;
 }
 
 void PlannedAllocator::free_arena(Arena& arena) {
@@ -173,8 +191,10 @@ void PlannedAllocator::step() {
     // with nothing live in the arena: a block that outlives its iteration
     // there (a leak the plan took for a temporary) would keep a replaced
     // arena from ever going back.
+    // Or a request the plan expected to stay was freed within it (the
+    // first iteration's gradients can be the next ones' temporaries).
     const bool unused = std::find(used_.begin(), used_.end(), false) != used_.end();
-    if (missed_this_iteration_ > 0 || unused) plan_observed();
+    if (missed_this_iteration_ > 0 || unused || stayed_less_this_iteration_ > 0) plan_observed();
   }
   if (mode_ == Mode::kCaching) mode_ = Mode::kRecording;
   observed_.clear();
@@ -183,11 +203,8 @@ void PlannedAllocator::step() {
   overflowed_ = false;
   cursor_ = 0;
   missed_this_iteration_ = 0;
-  if (plan_) {
-    // What the plan leaves to the cache is never "unused".
-    used_.assign(plan_->sizes.size(), false);
-    for (std::size_t k = 0; k < used_.size(); ++k) used_[k] = plan_->offsets[k] < 0;
-  }
+  stayed_less_this_iteration_ = 0;
+  if (plan_) used_.assign(plan_->sizes.size(), false);
 }
 
 void PlannedAllocator::plan_observed() {
@@ -232,23 +249,23 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
   std::lock_guard lock(mutex_);
   if (!stream_) stream_ = stream;
   void* p = nullptr;
-  if (mode_ == Mode::kServing && arena_.base && stream == *stream_ && bytes <= arena_.bytes) {
+  if (mode_ == Mode::kServing && plan_ && stream == *stream_) {
     // The unused entry of this size nearest to where the plan expects the
     // request: ahead of it when this iteration skips what the recorded one
-    // allocated, behind it when ops were reordered.
+    // allocated, behind it when ops were reordered. The nearest wins
+    // whether the plan placed it or expects it to outlive the iteration, so
+    // a request that stays does not take a temporary's place in the arena.
     bool busy = false;
-    bool to_cache = false;               // the plan leaves this request to the cache
-    std::size_t cache_entry = SIZE_MAX;  // the nearest such entry of this size
+    bool to_cache = false;  // the plan expects this request to outlive the iteration
     const std::size_t n = plan_->sizes.size();
     const auto try_entry = [&](std::size_t k) {
-      if (k >= n || plan_->sizes[k] != bytes) return false;
+      if (k >= n || plan_->sizes[k] != bytes || used_[k]) return false;
       if (plan_->offsets[k] < 0) {
-        // Left to the cache by the plan: where this request goes if no
-        // planned entry of its size is free in the window.
-        if (cache_entry == SIZE_MAX) cache_entry = k;
-        return false;
+        used_[k] = true;
+        to_cache = true;
+        cursor_ = k + 1;
+        return true;
       }
-      if (used_[k]) return false;
       const std::int64_t offset = plan_->offsets[k];
       if (!take_range(offset, offset + static_cast<std::int64_t>(rounded(bytes)))) {
         busy = true;
@@ -259,16 +276,14 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       p = arena_.base + offset;
       return true;
     };
-    for (std::size_t d = 0; d < options_.look_ahead && !p; ++d) {
+    for (std::size_t d = 0; d < options_.look_ahead && !p && !to_cache; ++d) {
       if (try_entry(cursor_ + d)) break;
       if (d < cursor_ && try_entry(cursor_ - 1 - d)) break;
     }
     if (p) ++stats_.planned;
-    if (!p && cache_entry != SIZE_MAX) {
-      to_cache = true;
-      cursor_ = std::max(cursor_, cache_entry + 1);
-    }
-    if (!p && !to_cache && options_.fill_gaps) {
+    // Expected to stay: an allocation of its own holds it exactly.
+    if (to_cache && options_.record_from_device) p = allocate_from_device(bytes, stream);
+    if (!p && !to_cache && options_.fill_gaps && bytes <= arena_.bytes) {
       // Off the plan: a gap of the arena that is free now, highest first
       // (planned blocks tend to start low), before the cache grows.
       const auto need = static_cast<std::int64_t>(rounded(bytes));
@@ -294,6 +309,8 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       ++missed_this_iteration_;
     }
   }
+  if (!p && mode_ == Mode::kRecording && options_.record_from_device && stream == *stream_)
+    p = allocate_from_device(bytes, stream);
   if (!p) p = cache_.allocate(bytes, stream);
   if (mode_ != Mode::kCaching && !overflowed_) {
     if (observed_.size() >= options_.max_observed) {
@@ -323,6 +340,7 @@ void PlannedAllocator::do_deallocate(void* ptr, std::size_t bytes, StreamId stre
 FreeStatus PlannedAllocator::free(void* ptr, StreamId stream) {
   if (!ptr) return FreeStatus::kOk;
   std::lock_guard lock(mutex_);
+  const bool born_this_iteration = mode_ == Mode::kServing && observed_ptrs_.count(ptr) > 0;
   if (mode_ != Mode::kCaching) observe_free(ptr);
   if (arena_.holds(ptr)) {
     if (arena_.live.erase(static_cast<char*>(ptr) - arena_.base) == 0) return FreeStatus::kUnknownPointer;
@@ -335,6 +353,13 @@ FreeStatus PlannedAllocator::free(void* ptr, StreamId stream) {
       free_arena(*it);
       retired_.erase(it);
     }
+    return FreeStatus::kOk;
+  }
+  if (auto it = from_device_.find(ptr); it != from_device_.end()) {
+    stayed_less_this_iteration_ += born_this_iteration;
+    upstream_.memory->deallocate(ptr, it->second, stream);
+    stats_.device_bytes -= it->second;
+    from_device_.erase(it);
     return FreeStatus::kOk;
   }
   return cache_.free(ptr, stream);

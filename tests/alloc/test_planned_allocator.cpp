@@ -148,6 +148,89 @@ TEST(PlannedAllocator, WhatThePlanLeavesToTheCacheIsNoMissAndNoReplan) {
   for (void* p : kept) a.deallocate(p, 1 << 20);
 }
 
+TEST(PlannedAllocator, WhatOutlivesTheRecordedIterationHoldsExactlyItsBytes) {
+  // The first iteration creates state lazily (an optimizer's), sizes no
+  // segment would fit exactly; the later ones only repeat temporaries.
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  std::vector<std::pair<void*, std::size_t>> state;
+  std::size_t state_bytes = 0;
+  for (int i = 0; i < 4; ++i) {
+    a.step();
+    iteration(a, overlaps, nullptr);
+    for (int k = 0; i == 0 && k < 5; ++k) {
+      const std::size_t bytes = std::size_t(300 + 77 * k) * 1024 + 100;
+      state.emplace_back(a.allocate(bytes), bytes);
+      overlaps.add(state.back().first, bytes);
+      state_bytes += (bytes + 511) / 512 * 512;
+    }
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.plans, 2u) << "the second iteration leaves the state's entries unused: planned again once";
+  EXPECT_EQ(s.device_bytes, state_bytes) << "the state holds its own bytes, rounded to 512";
+  EXPECT_EQ(s.missed, 0u);
+  EXPECT_EQ(a.cache().stats().reserved_bytes[0].current, 0) << "nothing went to the cache";
+  EXPECT_EQ(device.counters().physical_used, state_bytes + s.arena_bytes);
+  for (auto [p, bytes] : state) a.deallocate(p, bytes);
+  EXPECT_EQ(a.planned_stats().device_bytes, 0u);
+  EXPECT_EQ(device.counters().physical_used, s.arena_bytes);
+}
+
+TEST(PlannedAllocator, ARequestExpectedToStayButFreedWithinItsIterationIsPlannedAgain) {
+  // The recorded iteration keeps a buffer (a gradient allocated on the
+  // first backward); the next ones allocate the same size at the same
+  // point as a temporary. Served from its own device allocation once, it
+  // is in the arena from the iteration after.
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  constexpr std::size_t kGrad = 3 << 20;
+  void* kept = nullptr;
+  for (int i = 0; i < 4; ++i) {
+    a.step();
+    void* g = a.allocate(kGrad);
+    overlaps.add(g, kGrad);
+    iteration(a, overlaps, nullptr);
+    if (i == 0) {
+      kept = g;
+      continue;
+    }
+    overlaps.remove(g);
+    a.deallocate(g, kGrad);
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.plans, 2u);
+  EXPECT_EQ(s.from_device, 1u + 80u + 1u) << "the recorded iteration's 81 requests, then the one expected to stay";
+  EXPECT_EQ(s.planned, 80u + 81u + 81u);
+  EXPECT_EQ(s.missed, 0u);
+  overlaps.remove(kept);
+  a.deallocate(kept, kGrad);
+  EXPECT_EQ(device.counters().physical_used, s.arena_bytes);
+}
+
+TEST(PlannedAllocator, ALeakGoesToTheDeviceAndNeverPinsTheArena) {
+  // Each iteration keeps one more block (a leak): the plan expects it to
+  // stay, so it takes an allocation of its own, and the arena stays free
+  // between iterations.
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  std::vector<void*> leaked;
+  for (int i = 0; i < 6; ++i) {
+    a.step();
+    iteration(a, overlaps, nullptr);
+    leaked.push_back(a.allocate(128 << 10));
+    overlaps.add(leaked.back(), 128 << 10);
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.plans, 1u);
+  EXPECT_EQ(s.missed + s.gap_filled, 0u);
+  EXPECT_EQ(s.device_bytes, 6u * (128 << 10));
+  EXPECT_EQ(device.counters().physical_used, s.device_bytes + s.arena_bytes);
+  for (void* p : leaked) a.deallocate(p, 128 << 10);
+}
+
 TEST(PlannedAllocator, AnIterationTooLongToObserveIsNotPlanned) {
   SimulatedDevice device;
   PlannedOptions options;
@@ -200,6 +283,27 @@ TEST(PlannedReplay, ARealTrainingTraceEndsFullyPlanned) {
   EXPECT_GE(planned.steady_peak_reserved, r.steady_peak_allocated);
   EXPECT_EQ(r.policies[0].steady_peak_reserved, r.policies[0].peak_reserved)
       << "gpumem's peak is in the iterations after the first";
+}
+
+TEST(PlannedReplay, RealTrainingTracesReserveWithinTwoPercentInSteadyState) {
+  // Issue 17's goal where it is met (bench/planned_goals.sh has all
+  // traces): from the second iteration on, the most reserved is within 2%
+  // of the most allocated. resnet18 AdamW (a transition iteration), the
+  // small transformer (512-byte rounding of tiny requests) and resnet50 at
+  // changing batch sizes are not; docs/allocator.md says why.
+  for (const char* name : {"resnet18_train.json", "vit_b16_adamw_2iter.json.gz", "leaky_mlp_train.json.gz"}) {
+    SCOPED_TRACE(name);
+    const trace::Trace t = trace::read_trace(test::trace_path(name));
+    trace::ReplayOptions options;
+    options.policies = {"gpumem-planned"};
+    options.optimal_time_limit = 0;
+    const trace::ReplayReport r = trace::replay(t, options);
+    ASSERT_GE(r.iterations, 2u);
+    ASSERT_GT(r.steady_peak_allocated, 0);
+    EXPECT_GT(r.policies[0].planned_allocations, 0u);
+    EXPECT_LE(static_cast<double>(r.policies[0].steady_peak_reserved),
+              1.02 * static_cast<double>(r.steady_peak_allocated));
+  }
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 // on serves each request at the offset planned for the next unused request
 // of the same size (looking a few requests ahead, so that an extra or a
 // missing request does not derail the rest) when that range is free;
-// anything else (a size the plan lacks, memory that outlives the
-// iteration) goes to the caching allocator. Every iteration is observed:
+// a size the plan lacks goes to the caching allocator. The recorded
+// iteration itself, and what a plan expects to outlive its iteration, take
+// device allocations of their own (record_from_device), so that what stays
+// holds exactly its bytes and the arena only the temporaries. Every iteration is observed:
 // when one missed the plan or left part of it unused (the first iteration
 // allocates what later ones do not), it is planned again from what that
 // iteration did, once nothing lives in the arena (an arena that a caller's
@@ -52,6 +54,16 @@ struct PlannedOptions {
   // A request off the plan may take a gap of the arena that is free at the
   // moment before the cache grows for it.
   bool fill_gaps = true;
+  // While the first iteration is recorded, and for a request the plan
+  // expects to outlive its iteration, go straight to the device: each such
+  // request takes an allocation of its own (its size rounded to 512 bytes).
+  // What outlives the recorded iteration (weights, gradients, optimizer
+  // state) then holds exactly its bytes, instead of pinning parts of
+  // segments the iteration's temporaries shared, and the temporaries are
+  // planned into the arena alone. The price is one device call per request
+  // in that one iteration (PyTorch's allocator with caching off). false:
+  // the cache serves them.
+  bool record_from_device = true;
   // An iteration longer than this many requests is not observed further and
   // not planned (a caller that never calls step() again records nothing
   // without bound).
@@ -66,6 +78,8 @@ struct PlannedStats {
   std::uint64_t missed_busy = 0;  // of those: a planned range of that size was still in use
   std::uint64_t gap_filled = 0;   // requests off the plan placed in a free gap of the arena
   std::size_t arena_bytes = 0;    // the arena in force (0: none)
+  std::uint64_t from_device = 0;  // requests given their own device allocation (record_from_device)
+  std::size_t device_bytes = 0;   // bytes held in such allocations now
 };
 
 class PlannedAllocator final : public MemoryResource {
@@ -118,6 +132,7 @@ class PlannedAllocator final : public MemoryResource {
   void free_arena(Arena& arena);
   bool take_range(std::int64_t offset, std::int64_t end);
   void observe_free(void* ptr);
+  void* allocate_from_device(std::size_t bytes, StreamId stream);
 
   Upstream upstream_;
   CachingAllocator cache_;
@@ -132,12 +147,14 @@ class PlannedAllocator final : public MemoryResource {
   bool overflowed_ = false;  // the iteration outgrew max_observed
   // The plan in force.
   std::optional<IterationPlan> plan_;
-  std::optional<IterationPlan> pending_;  // use_plan()'s, from the next step()
-  Arena arena_;                           // the plan's
-  std::vector<Arena> retired_;            // replaced arenas with blocks still live
-  std::vector<bool> used_;                // plan entries taken this iteration
-  std::size_t cursor_ = 0;                // the next plan entry expected
+  std::optional<IterationPlan> pending_;                // use_plan()'s, from the next step()
+  Arena arena_;                                         // the plan's
+  std::vector<Arena> retired_;                          // replaced arenas with blocks still live
+  std::unordered_map<void*, std::size_t> from_device_;  // record_from_device's blocks -> bytes
+  std::vector<bool> used_;                              // plan entries taken this iteration
+  std::size_t cursor_ = 0;                              // the next plan entry expected
   std::uint64_t missed_this_iteration_ = 0;
+  std::uint64_t stayed_less_this_iteration_ = 0;  // expected to outlive the iteration, freed in it
   PlannedStats stats_;
 };
 
