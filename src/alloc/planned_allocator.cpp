@@ -196,7 +196,12 @@ void PlannedAllocator::step() {
     const bool unused = std::find(used_.begin(), used_.end(), false) != used_.end();
     if (missed_this_iteration_ > 0 || unused || stayed_less_this_iteration_ > 0) plan_observed();
   }
-  if (mode_ == Mode::kCaching) mode_ = Mode::kRecording;
+  if (mode_ == Mode::kCaching) {
+    mode_ = Mode::kRecording;
+    // The recording takes its requests from the device: what the cache
+    // holds free would sit idle beside them.
+    if (options_.record_from_device) cache_.empty_cache();
+  }
   observed_.clear();
   observed_ptrs_.clear();
   clock_ = 0;
