@@ -126,10 +126,11 @@ PlannedAllocator::PlannedAllocator(Upstream upstream, AllocatorConfig config, Pl
 PlannedAllocator::~PlannedAllocator() {
   free_arena(arena_);
   for (Arena& a : retired_) free_arena(a);
-  for (auto [p, bytes] : from_device_) upstream_.memory->deallocate(p, bytes, stream_.value_or(kDefaultStream));
+  for (const auto& [p, block] : from_device_)
+    upstream_.memory->deallocate(p, block.bytes, stream_.value_or(kDefaultStream));
 }
 
-void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream) {
+void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream, std::size_t entry) {
   const std::size_t size = rounded(bytes);
   if (size < bytes) throw OutOfMemoryError(fmt::format("{} bytes cannot be allocated", bytes), bytes);
   void* p = nullptr;
@@ -140,7 +141,7 @@ void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream)
     cache_.empty_cache();
     p = upstream_.memory->allocate(size, stream);
   }
-  from_device_.emplace(p, size);
+  from_device_.emplace(p, DeviceBlock{size, entry, plan_id_});
   ++stats_.from_device;
   stats_.device_bytes += size;
   return p;
@@ -167,6 +168,8 @@ void PlannedAllocator::put_in_force(IterationPlan plan) {
   // before the arena takes its place.
   cache_.empty_cache();
   plan_ = std::move(plan);
+  ++plan_id_;
+  cycles_.assign(plan_->sizes.size(), false);
   if (plan_->arena) {
     arena_.base = static_cast<char*>(upstream_.memory->allocate(plan_->arena, stream_.value_or(kDefaultStream)));
     arena_.bytes = plan_->arena;
@@ -262,12 +265,14 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
     // a request that stays does not take a temporary's place in the arena.
     bool busy = false;
     bool to_cache = false;  // the plan expects this request to outlive the iteration
+    std::size_t kept_entry = SIZE_MAX;
     const std::size_t n = plan_->sizes.size();
     const auto try_entry = [&](std::size_t k) {
       if (k >= n || plan_->sizes[k] != bytes || used_[k]) return false;
       if (plan_->offsets[k] < 0) {
         used_[k] = true;
         to_cache = true;
+        kept_entry = k;
         cursor_ = k + 1;
         return true;
       }
@@ -286,8 +291,10 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       if (d < cursor_ && try_entry(cursor_ - 1 - d)) break;
     }
     if (p) ++stats_.planned;
-    // Expected to stay: an allocation of its own holds it exactly.
-    if (to_cache && options_.record_from_device) p = allocate_from_device(bytes, stream);
+    // Expected to stay: an allocation of its own holds it exactly, unless
+    // the entry's block was seen to last into the next iteration only.
+    if (to_cache && options_.record_from_device && !cycles_[kept_entry])
+      p = allocate_from_device(bytes, stream, kept_entry);
     if (!p && !to_cache && options_.fill_gaps && bytes <= arena_.bytes) {
       // Off the plan: a gap of the arena that is free now, highest first
       // (planned blocks tend to start low), before the cache grows.
@@ -315,7 +322,7 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
     }
   }
   if (!p && mode_ == Mode::kRecording && options_.record_from_device && stream == *stream_)
-    p = allocate_from_device(bytes, stream);
+    p = allocate_from_device(bytes, stream, SIZE_MAX);
   if (!p) p = cache_.allocate(bytes, stream);
   if (mode_ != Mode::kCaching && !overflowed_) {
     if (observed_.size() >= options_.max_observed) {
@@ -361,9 +368,11 @@ FreeStatus PlannedAllocator::free(void* ptr, StreamId stream) {
     return FreeStatus::kOk;
   }
   if (auto it = from_device_.find(ptr); it != from_device_.end()) {
+    const DeviceBlock block = it->second;
     stayed_less_this_iteration_ += born_this_iteration;
-    upstream_.memory->deallocate(ptr, it->second, stream);
-    stats_.device_bytes -= it->second;
+    if (!born_this_iteration && block.entry != SIZE_MAX && block.plan == plan_id_) cycles_[block.entry] = true;
+    upstream_.memory->deallocate(ptr, block.bytes, stream);
+    stats_.device_bytes -= block.bytes;
     from_device_.erase(it);
     return FreeStatus::kOk;
   }

@@ -132,7 +132,8 @@ class PlannedAllocator final : public MemoryResource {
   void free_arena(Arena& arena);
   bool take_range(std::int64_t offset, std::int64_t end);
   void observe_free(void* ptr);
-  void* allocate_from_device(std::size_t bytes, StreamId stream);
+  // `entry`: the plan's entry it serves (SIZE_MAX: the recording's).
+  void* allocate_from_device(std::size_t bytes, StreamId stream, std::size_t entry);
 
   Upstream upstream_;
   CachingAllocator cache_;
@@ -147,12 +148,22 @@ class PlannedAllocator final : public MemoryResource {
   bool overflowed_ = false;  // the iteration outgrew max_observed
   // The plan in force.
   std::optional<IterationPlan> plan_;
-  std::optional<IterationPlan> pending_;                // use_plan()'s, from the next step()
-  Arena arena_;                                         // the plan's
-  std::vector<Arena> retired_;                          // replaced arenas with blocks still live
-  std::unordered_map<void*, std::size_t> from_device_;  // record_from_device's blocks -> bytes
-  std::vector<bool> used_;                              // plan entries taken this iteration
-  std::size_t cursor_ = 0;                              // the next plan entry expected
+  std::optional<IterationPlan> pending_;  // use_plan()'s, from the next step()
+  Arena arena_;                           // the plan's
+  std::vector<Arena> retired_;            // replaced arenas with blocks still live
+  struct DeviceBlock {
+    std::size_t bytes = 0;
+    std::size_t entry = SIZE_MAX;  // the plan entry it served
+    std::uint64_t plan = 0;        // ... of which plan (plan_id_)
+  };
+  std::unordered_map<void*, DeviceBlock> from_device_;  // record_from_device's blocks
+  std::uint64_t plan_id_ = 0;                           // plans put in force
+  // Entries expected to outlive the iteration whose block was freed in the
+  // next one (gradients freed by zero_grad(set_to_none=True)): they come
+  // back every iteration, so the cache serves them, not a device call each.
+  std::vector<bool> cycles_;
+  std::vector<bool> used_;  // plan entries taken this iteration
+  std::size_t cursor_ = 0;  // the next plan entry expected
   std::uint64_t missed_this_iteration_ = 0;
   std::uint64_t stayed_less_this_iteration_ = 0;  // expected to outlive the iteration, freed in it
   PlannedStats stats_;
