@@ -108,6 +108,11 @@ GPUMEM_API gpumem_status gpumem_use_plan_file(gpumem_allocator* allocator, const
  * allocator is not planned). Any of the pointers may be NULL. */
 GPUMEM_API gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint64_t* planned, uint64_t* missed,
                                               size_t* arena_bytes);
+/* Planned mode: the bytes held now in device allocations of their own (the
+ * recorded iteration's requests, and those the plan expects to outlive their
+ * iteration); 0 when the allocator is not planned. Neither the cache's
+ * statistics nor the arena count them. */
+GPUMEM_API gpumem_status gpumem_planned_device_bytes(gpumem_allocator* allocator, size_t* bytes);
 /* Waits for pending frees, then gives every fully free cached segment back. */
 GPUMEM_API gpumem_status gpumem_empty_cache(gpumem_allocator* allocator);
 /* Every peak statistic starts again from its current value. */

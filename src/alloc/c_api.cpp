@@ -310,6 +310,14 @@ gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint64_t* planne
   });
 }
 
+gpumem_status gpumem_planned_device_bytes(gpumem_allocator* allocator, size_t* bytes) {
+  return guarded(__func__, [&] {
+    allocator_of(allocator);
+    require(bytes, "bytes");
+    *bytes = allocator->planned ? allocator->planned->planned_stats().device_bytes : 0;
+  });
+}
+
 gpumem_status gpumem_empty_cache(gpumem_allocator* allocator) {
   return guarded(__func__, [&] { allocator_of(allocator).empty_cache(); });
 }

@@ -151,6 +151,9 @@ static void test_planned(gpumem_device* device) {
     CHECK_STATUS(gpumem_step(a), GPUMEM_OK);
     for (int k = 0; k < 3; ++k) CHECK_STATUS(gpumem_malloc(a, (size_t)(k + 1) * kMiB, 0, &p[k]), GPUMEM_OK);
     CHECK(p[0] != p[1] && p[1] != p[2]);
+    size_t own = 1;
+    CHECK_STATUS(gpumem_planned_device_bytes(a, &own), GPUMEM_OK);
+    CHECK(own == (iteration == 0 ? 6 * kMiB : 0)); /* the recording takes each from the device */
     for (int k = 2; k >= 0; --k) CHECK_STATUS(gpumem_free(a, p[k], 0), GPUMEM_OK);
   }
   uint64_t planned = 0, missed = 0;
