@@ -141,7 +141,12 @@ void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream,
     cache_.empty_cache();
     p = upstream_.memory->allocate(size, stream);
   }
-  from_device_.emplace(p, DeviceBlock{size, entry, plan_id_});
+  try {
+    from_device_.emplace(p, DeviceBlock{size, entry, plan_id_});
+  } catch (...) {
+    upstream_.memory->deallocate(p, size, stream);
+    throw;
+  }
   ++stats_.from_device;
   stats_.device_bytes += size;
   return p;
@@ -167,15 +172,24 @@ void PlannedAllocator::put_in_force(IterationPlan plan) {
   // What the cache served meanwhile is free again: give it to the device
   // before the arena takes its place.
   cache_.empty_cache();
-  plan_ = std::move(plan);
+  plan_.reset();
   ++plan_id_;
-  cycles_.assign(plan_->sizes.size(), false);
-  if (plan_->arena) {
-    arena_.base = static_cast<char*>(upstream_.memory->allocate(plan_->arena, stream_.value_or(kDefaultStream)));
-    arena_.bytes = plan_->arena;
-  }
-  stats_.arena_bytes = plan_->arena;
   mode_ = Mode::kServing;
+  if (plan.arena) {
+    try {
+      arena_.base = static_cast<char*>(upstream_.memory->allocate(plan.arena, stream_.value_or(kDefaultStream)));
+    } catch (const OutOfMemoryError&) {
+      // No room for the arena now: the cache serves the coming iteration,
+      // which is observed and planned again at the next step().
+      ++stats_.arena_refused;
+      return;
+    }
+    arena_.bytes = plan.arena;
+  }
+  plan_ = std::move(plan);
+  cycles_.assign(plan_->sizes.size(), false);
+  used_.assign(plan_->sizes.size(), false);
+  stats_.arena_bytes = plan_->arena;
 }
 
 void PlannedAllocator::step() {
@@ -187,6 +201,9 @@ void PlannedAllocator::step() {
     pending_.reset();
     put_in_force(std::move(given));
   } else if (mode_ == Mode::kRecording) {
+    // Only the first recording comes from the device; a later one (after
+    // an iteration too long to plan) goes through the cache.
+    recording_on_device_ = false;
     if (!overflowed_) plan_observed();  // too long to plan: record the next one
   } else if (mode_ == Mode::kServing && !observed_.empty() && !overflowed_ && arena_.live.empty()) {
     // The iteration did not follow the plan: a request missed, or part of
@@ -196,14 +213,16 @@ void PlannedAllocator::step() {
     // arena from ever going back.
     // Or a request the plan expected to stay was freed within it (the
     // first iteration's gradients can be the next ones' temporaries).
+    // Or no plan is in force: the device had no room for its arena.
     const bool unused = std::find(used_.begin(), used_.end(), false) != used_.end();
-    if (missed_this_iteration_ > 0 || unused || stayed_less_this_iteration_ > 0) plan_observed();
+    if (!plan_ || missed_this_iteration_ > 0 || unused || stayed_less_this_iteration_ > 0) plan_observed();
   }
   if (mode_ == Mode::kCaching) {
     mode_ = Mode::kRecording;
     // The recording takes its requests from the device: what the cache
     // holds free would sit idle beside them.
-    if (options_.record_from_device) cache_.empty_cache();
+    recording_on_device_ = options_.record_from_device;
+    if (recording_on_device_) cache_.empty_cache();
   }
   observed_.clear();
   observed_ptrs_.clear();
@@ -212,7 +231,7 @@ void PlannedAllocator::step() {
   cursor_ = 0;
   missed_this_iteration_ = 0;
   stayed_less_this_iteration_ = 0;
-  if (plan_) used_.assign(plan_->sizes.size(), false);
+  used_.assign(plan_ ? plan_->sizes.size() : 0, false);
 }
 
 void PlannedAllocator::plan_observed() {
@@ -293,8 +312,14 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
     if (p) ++stats_.planned;
     // Expected to stay: an allocation of its own holds it exactly, unless
     // the entry's block was seen to last into the next iteration only.
-    if (to_cache && options_.record_from_device && !cycles_[kept_entry])
-      p = allocate_from_device(bytes, stream, kept_entry);
+    if (to_cache && options_.record_from_device && !cycles_[kept_entry]) {
+      try {
+        p = allocate_from_device(bytes, stream, kept_entry);
+      } catch (const OutOfMemoryError&) {
+        used_[kept_entry] = false;  // a retry may still take it
+        throw;
+      }
+    }
     if (!p && !to_cache && options_.fill_gaps && bytes <= arena_.bytes) {
       // Off the plan: a gap of the arena that is free now, highest first
       // (planned blocks tend to start low), before the cache grows.
@@ -321,7 +346,8 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       ++missed_this_iteration_;
     }
   }
-  if (!p && mode_ == Mode::kRecording && options_.record_from_device && stream == *stream_)
+  if (!p && mode_ == Mode::kRecording && recording_on_device_ && !overflowed_ &&
+      observed_.size() < std::min(options_.max_from_device, options_.max_observed) && stream == *stream_)
     p = allocate_from_device(bytes, stream, SIZE_MAX);
   if (!p) p = cache_.allocate(bytes, stream);
   if (mode_ != Mode::kCaching && !overflowed_) {
@@ -370,7 +396,10 @@ FreeStatus PlannedAllocator::free(void* ptr, StreamId stream) {
   if (auto it = from_device_.find(ptr); it != from_device_.end()) {
     const DeviceBlock block = it->second;
     stayed_less_this_iteration_ += born_this_iteration;
-    if (!born_this_iteration && block.entry != SIZE_MAX && block.plan == plan_id_) cycles_[block.entry] = true;
+    // Freed in a later iteration than its own (an overflowed iteration
+    // keeps no record of what it allocated, so it proves nothing).
+    if (!born_this_iteration && !overflowed_ && block.entry != SIZE_MAX && block.plan == plan_id_)
+      cycles_[block.entry] = true;
     upstream_.memory->deallocate(ptr, block.bytes, stream);
     stats_.device_bytes -= block.bytes;
     from_device_.erase(it);

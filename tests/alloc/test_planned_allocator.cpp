@@ -130,9 +130,10 @@ TEST(PlannedAllocator, AHugeRequestNeverComesFromTheArena) {
   EXPECT_EQ(a.planned_stats().gap_filled, 0u);
 }
 
-TEST(PlannedAllocator, WhatThePlanLeavesToTheCacheIsNoMissAndNoReplan) {
-  // A request that outlives each iteration (offset -1 in the plan) goes to
-  // the cache every time without making the next iteration plan again.
+TEST(PlannedAllocator, WhatThePlanExpectsToStayIsNoMissAndNoReplan) {
+  // A request that outlives each iteration (offset -1 in the plan) is served
+  // outside the arena every time without making the next iteration plan
+  // again.
   SimulatedDevice device;
   PlannedAllocator a(simulated_upstream(device));
   Overlaps overlaps;
@@ -275,6 +276,44 @@ TEST(PlannedAllocator, AnIterationTooLongToObserveIsNotPlanned) {
   }
   EXPECT_EQ(a.planned_stats().plans, 0u);
   EXPECT_EQ(a.planned_stats().planned, 0u);
+  EXPECT_EQ(a.planned_stats().from_device, 50u) << "the first recording up to its overflow; the others use the cache";
+}
+
+TEST(PlannedAllocator, ACallerThatNeverStepsAgainIsNotServedFromTheDeviceForever) {
+  SimulatedDevice device;
+  PlannedOptions options;
+  options.max_from_device = 100;
+  PlannedAllocator a(simulated_upstream(device), AllocatorConfig::gpumem_defaults(), options);
+  Overlaps overlaps;
+  a.step();
+  for (int i = 0; i < 5; ++i) iteration(a, overlaps, nullptr);  // 400 requests, one recording
+  EXPECT_EQ(a.planned_stats().from_device, 100u);
+  EXPECT_EQ(device.counters().physical_used, a.cache().stats().reserved_bytes[0].current);
+}
+
+TEST(PlannedAllocator, AnArenaTheDeviceCannotHoldLeavesTheCacheServing) {
+  // A plan from a file whose arena does not fit: step() does not throw, the
+  // cache serves the iteration, and the next step() plans what it observed.
+  SimulatedDevice device({.capacity = 64 << 20});
+  PlannedAllocator a(simulated_upstream(device));
+  IterationPlan too_big;
+  too_big.sizes = {1 << 20, 1 << 20};
+  too_big.offsets = {0, 96 << 20};
+  too_big.arena = 97 << 20;
+  a.use_plan(too_big);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NO_THROW(a.step());
+    for (int k = 0; k < 2; ++k) {
+      void* p = a.allocate(1 << 20);
+      ASSERT_NE(p, nullptr);
+      a.deallocate(p, 1 << 20);
+    }
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.arena_refused, 1u);
+  EXPECT_EQ(s.plans, 1u) << "the second step plans the first iteration";
+  EXPECT_EQ(s.arena_bytes, 1u << 20) << "one request at a time";
+  EXPECT_EQ(s.planned, 4u) << "the second and third iterations come from the arena";
 }
 
 TEST(PlannedAllocator, APlanFromEarlierServesTheFirstIteration) {

@@ -39,7 +39,8 @@
 namespace gpumem::alloc {
 
 // The plan of one iteration: per request, in order, its size and offset in
-// the arena (offset -1: served by the cache, e.g. it outlives the iteration).
+// the arena (offset -1: it outlived the iteration, and is served outside
+// the arena: from the device, or from the cache once it is seen to cycle).
 struct IterationPlan {
   std::vector<std::size_t> sizes;
   std::vector<std::int64_t> offsets;
@@ -64,6 +65,10 @@ struct PlannedOptions {
   // in that one iteration (PyTorch's allocator with caching off). false:
   // the cache serves them.
   bool record_from_device = true;
+  // ... for at most this many requests of the first recording: a caller that
+  // never calls step() again must not pay a device call per request forever.
+  // The rest of the recording goes through the cache.
+  std::size_t max_from_device = std::size_t{1} << 16;
   // An iteration longer than this many requests is not observed further and
   // not planned (a caller that never calls step() again records nothing
   // without bound).
@@ -71,15 +76,16 @@ struct PlannedOptions {
 };
 
 struct PlannedStats {
-  std::uint64_t iterations = 0;   // step() calls
-  std::uint64_t plans = 0;        // plans made (the first, and re-plans)
-  std::uint64_t planned = 0;      // requests served from the arena
-  std::uint64_t missed = 0;       // requests served by the cache while a plan was in force
-  std::uint64_t missed_busy = 0;  // of those: a planned range of that size was still in use
-  std::uint64_t gap_filled = 0;   // requests off the plan placed in a free gap of the arena
-  std::size_t arena_bytes = 0;    // the arena in force (0: none)
-  std::uint64_t from_device = 0;  // requests given their own device allocation (record_from_device)
-  std::size_t device_bytes = 0;   // bytes held in such allocations now
+  std::uint64_t iterations = 0;     // step() calls
+  std::uint64_t plans = 0;          // plans made (the first, and re-plans)
+  std::uint64_t planned = 0;        // requests served from the arena
+  std::uint64_t missed = 0;         // requests the plan had no free entry for, while it was in force
+  std::uint64_t missed_busy = 0;    // of those: a planned range of that size was still in use
+  std::uint64_t gap_filled = 0;     // requests off the plan placed in a free gap of the arena
+  std::size_t arena_bytes = 0;      // the arena in force (0: none)
+  std::uint64_t from_device = 0;    // requests given their own device allocation (record_from_device)
+  std::size_t device_bytes = 0;     // bytes held in such allocations now
+  std::uint64_t arena_refused = 0;  // plans whose arena the device had no room for (the cache served instead)
 };
 
 class PlannedAllocator final : public MemoryResource {
@@ -158,6 +164,7 @@ class PlannedAllocator final : public MemoryResource {
   };
   std::unordered_map<void*, DeviceBlock> from_device_;  // record_from_device's blocks
   std::uint64_t plan_id_ = 0;                           // plans put in force
+  bool recording_on_device_ = false;                    // the first recording, while record_from_device
   // Entries expected to outlive the iteration whose block was freed in the
   // next one (gradients freed by zero_grad(set_to_none=True)): they come
   // back every iteration, so the cache serves them, not a device call each.
@@ -172,7 +179,7 @@ class PlannedAllocator final : public MemoryResource {
 // A plan as a JSON document, for a job to load before its first iteration:
 // {"format":"gpumem-iteration-plan","version":1,"arena_bytes":N,
 //  "proven_optimal":B,"requests":[[size,offset],...]} with offset -1 for a
-// request the cache serves (docs/allocator.md).
+// request served outside the arena (docs/allocator.md).
 std::string to_json(const IterationPlan& plan);
 // Throws InputError naming `name` and the problem: not that document, a
 // size of 0, an offset not a multiple of 512 or past the arena, more than
