@@ -264,6 +264,63 @@ TEST(PlannedAllocator, ALeakGoesToTheDeviceAndNeverPinsTheArena) {
   for (void* p : leaked) a.deallocate(p, 128 << 10);
 }
 
+TEST(PlannedAllocator, RandomWorkloadsOnASmallDeviceNeverOverlapNorLoseMemory) {
+  // Iterations that repeat with drift, blocks kept across iterations, and a
+  // device small enough that allocations, arenas and kept entries are
+  // refused now and then: whatever happens, no two live blocks overlap, and
+  // once everything is freed only the arena and the cache's segments hold
+  // memory.
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    SimulatedDevice device({.capacity = 48 << 20});
+    PlannedAllocator a(simulated_upstream(device));
+    Overlaps overlaps;
+    std::vector<std::pair<void*, std::size_t>> kept;
+    std::uint64_t refused = 0;
+    for (int i = 0; i < 10; ++i) {
+      a.step();
+      std::vector<std::pair<void*, std::size_t>> live;
+      for (int k = 0; k < 60; ++k) {
+        std::size_t bytes = std::size_t(1 + (k * 7 + 3) % 11) << 19;
+        if (rng() % 8 == 0) bytes += 4096 * (rng() % 3);
+        try {
+          void* p = a.allocate(bytes);
+          overlaps.add(p, bytes);
+          (rng() % 20 == 0 ? kept : live).emplace_back(p, bytes);
+        } catch (const OutOfMemoryError&) {
+          ++refused;
+        }
+        if (!live.empty() && rng() % 3 != 0) {
+          const std::size_t at = rng() % live.size();
+          overlaps.remove(live[at].first);
+          a.deallocate(live[at].first, live[at].second);
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
+        }
+        if (!kept.empty() && rng() % 10 == 0) {
+          overlaps.remove(kept.front().first);
+          a.deallocate(kept.front().first, kept.front().second);
+          kept.erase(kept.begin());
+        }
+      }
+      for (auto [p, bytes] : live) {
+        overlaps.remove(p);
+        a.deallocate(p, bytes);
+      }
+    }
+    for (auto [p, bytes] : kept) {
+      overlaps.remove(p);
+      a.deallocate(p, bytes);
+    }
+    const PlannedStats s = a.planned_stats();
+    EXPECT_EQ(s.device_bytes, 0u);
+    EXPECT_EQ(device.counters().physical_used,
+              s.arena_bytes + static_cast<std::size_t>(a.cache().stats().reserved_bytes[0].current));
+    EXPECT_GT(s.planned, 0u);
+    if (seed == 1) EXPECT_GT(refused + s.arena_refused, 0u) << "the device is small enough to refuse";
+  }
+}
+
 TEST(PlannedAllocator, AnIterationTooLongToObserveIsNotPlanned) {
   SimulatedDevice device;
   PlannedOptions options;
