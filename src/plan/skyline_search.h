@@ -2,8 +2,9 @@
 // The exact search for problems without alignment constraints or pinned
 // buffers (every real graph, every MiniMalloc benchmark): a skyline search
 // that branches on what covers the lowest, leftmost free point.
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -35,32 +36,50 @@ struct StateKey {
 // hit then needs two states whose keys agree in all 128 bits (about 2^-90
 // for a search of a billion states), or, while another thread is halfway
 // through writing a slot, two 64-bit coincidences at once.
+//
+// The slots are zero pages fresh from the system, in huge pages where the
+// system gives them (table_memory.cpp): a short search faults in a few of
+// them, instead of writing the whole table (up to 32 MiB) before its first
+// node, and a long one takes a 2 MiB page per fault, not 4 KiB.
 class FailedStates {
  public:
-  explicit FailedStates(int log2_slots = 21) : slots_(size_t{1} << log2_slots), mask_((size_t{1} << log2_slots) - 1) {}
+  explicit FailedStates(int log2_slots = 21)
+      : bytes_((size_t{1} << log2_slots) * sizeof(uint64_t) * 2),
+        slots_(static_cast<Slot*>(zeroed_table(bytes_)), Free{bytes_}),
+        mask_((size_t{1} << log2_slots) - 1) {}
   bool contains(StateKey k) const {
     if (k == StateKey{}) return false;  // the empty slot's pattern is never stored
     for (const size_t at : {k.a & mask_, k.b & mask_}) {
-      const Slot& s = slots_[at];
-      if (s.a.load(std::memory_order_relaxed) == k.a && s.b.load(std::memory_order_relaxed) == k.b) return true;
+      Slot& s = slots_.get()[at];
+      if (load(s.a) == k.a && load(s.b) == k.b) return true;
     }
     return false;
   }
   // Into the first of its two slots when that is empty, else over the second.
   void insert(StateKey k) {
     if (k == StateKey{}) return;  // all zeros marks an empty slot: keep it out (a lost prune, never a wrong one)
-    Slot& first = slots_[k.a & mask_];
-    const bool empty = first.a.load(std::memory_order_relaxed) == 0 && first.b.load(std::memory_order_relaxed) == 0;
-    Slot& s = empty ? first : slots_[k.b & mask_];
-    s.a.store(k.a, std::memory_order_relaxed);
-    s.b.store(k.b, std::memory_order_relaxed);
+    Slot& first = slots_.get()[k.a & mask_];
+    const bool empty = load(first.a) == 0 && load(first.b) == 0;
+    Slot& s = empty ? first : slots_.get()[k.b & mask_];
+    std::atomic_ref<uint64_t>(s.a).store(k.a, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(s.b).store(k.b, std::memory_order_relaxed);
   }
 
  private:
   struct Slot {
-    std::atomic<uint64_t> a{0}, b{0};
+    alignas(std::atomic_ref<uint64_t>::required_alignment) uint64_t a;
+    alignas(std::atomic_ref<uint64_t>::required_alignment) uint64_t b;
   };
-  std::vector<Slot> slots_;
+  struct Free {
+    size_t bytes;
+    void operator()(Slot* p) const { free_table(p, bytes); }
+  };
+  static uint64_t load(uint64_t& v) { return std::atomic_ref<uint64_t>(v).load(std::memory_order_relaxed); }
+  // Zeroed memory of `bytes`, aligned for any slot; throws std::bad_alloc.
+  static void* zeroed_table(size_t bytes);
+  static void free_table(void* p, size_t bytes) noexcept;
+  size_t bytes_;
+  std::unique_ptr<Slot, Free> slots_;
   size_t mask_;
 };
 
