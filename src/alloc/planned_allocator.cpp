@@ -283,14 +283,12 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
     // whether the plan placed it or expects it to outlive the iteration, so
     // a request that stays does not take a temporary's place in the arena.
     bool busy = false;
-    bool to_cache = false;  // the plan expects this request to outlive the iteration
-    std::size_t kept_entry = SIZE_MAX;
+    std::size_t kept_entry = SIZE_MAX;  // the entry, when the plan expects this request to outlive the iteration
     const std::size_t n = plan_->sizes.size();
     const auto try_entry = [&](std::size_t k) {
       if (k >= n || plan_->sizes[k] != bytes || used_[k]) return false;
       if (plan_->offsets[k] < 0) {
         used_[k] = true;
-        to_cache = true;
         kept_entry = k;
         cursor_ = k + 1;
         return true;
@@ -305,14 +303,15 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       p = arena_.base + offset;
       return true;
     };
-    for (std::size_t d = 0; d < options_.look_ahead && !p && !to_cache; ++d) {
+    const auto kept = [&] { return kept_entry != SIZE_MAX; };
+    for (std::size_t d = 0; d < options_.look_ahead && !p && !kept(); ++d) {
       if (try_entry(cursor_ + d)) break;
       if (d < cursor_ && try_entry(cursor_ - 1 - d)) break;
     }
     if (p) ++stats_.planned;
     // Expected to stay: an allocation of its own holds it exactly, unless
     // the entry's block was seen to last into the next iteration only.
-    if (to_cache && options_.record_from_device && !cycles_[kept_entry]) {
+    if (kept() && options_.record_from_device && !cycles_[kept_entry]) {
       try {
         p = allocate_from_device(bytes, stream, kept_entry);
       } catch (const OutOfMemoryError&) {
@@ -320,7 +319,7 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
         throw;
       }
     }
-    if (!p && !to_cache && options_.fill_gaps && bytes <= arena_.bytes) {
+    if (!p && !kept() && options_.fill_gaps && bytes <= arena_.bytes) {
       // Off the plan: a gap of the arena that is free now, highest first
       // (planned blocks tend to start low), before the cache grows.
       const auto need = static_cast<std::int64_t>(rounded(bytes));
@@ -340,7 +339,7 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
         }
       }
     }
-    if (!p && !to_cache) {
+    if (!p && !kept()) {
       stats_.missed_busy += busy;
       ++stats_.missed;
       ++missed_this_iteration_;

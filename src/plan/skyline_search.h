@@ -44,8 +44,8 @@ struct StateKey {
 class FailedStates {
  public:
   explicit FailedStates(int log2_slots = 21)
-      : bytes_((size_t{1} << log2_slots) * sizeof(uint64_t) * 2),
-        slots_(static_cast<Slot*>(zeroed_table(bytes_)), Free{bytes_}),
+      : slots_(static_cast<Slot*>(zeroed_table((size_t{1} << log2_slots) * sizeof(Slot))),
+               Free{(size_t{1} << log2_slots) * sizeof(Slot)}),
         mask_((size_t{1} << log2_slots) - 1) {}
   bool contains(StateKey k) const {
     if (k == StateKey{}) return false;  // the empty slot's pattern is never stored
@@ -78,7 +78,6 @@ class FailedStates {
   // Zeroed memory of `bytes`, aligned for any slot; throws std::bad_alloc.
   static void* zeroed_table(size_t bytes);
   static void free_table(void* p, size_t bytes) noexcept;
-  size_t bytes_;
   std::unique_ptr<Slot, Free> slots_;
   size_t mask_;
 };
