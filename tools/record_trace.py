@@ -28,10 +28,13 @@ under PyTorch's profiler with profile_memory on:
                           encoder (12 layers, d_model 768, 12 heads, fp32),
                           built inside the recording, then inference under
                           no_grad at 8 (batch, tokens) shapes in turn, as a
-                          server with dynamic batching sees them
+                          server with dynamic batching sees them; each
+                          call inside a "ProfilerStep#N" range, as
+                          torch.profiler's prof.step() marks steps
   resnet50_infer_batches.json.gz  (--only inference) torchvision's
                           resnet50, built inside the recording, inference
-                          at batches 8, 32, 16, 24, 4 (224x224)
+                          at batches 8, 32, 16, 24, 4 (224x224), each a
+                          "ProfilerStep#N" range
   leaky_mlp_train.json    a 2-layer MLP, batch 64, SGD: 6 iterations, each
                           keeping its hidden features (128 KiB) in a list:
                           the steady leak `gpumem trace stats` must find
@@ -97,8 +100,13 @@ from torch._C._profiler import (
 DEVICE_TYPES = {"cpu": 0, "cuda": 1}
 
 
-def record(step, iterations, profile_memory=True, with_stack=False):
-    """Runs step() `iterations` times under the profiler; returns the event tree's roots."""
+def record(step, iterations, profile_memory=True, with_stack=False, profiler_steps=False):
+    """Runs step() `iterations` times under the profiler; returns the event tree's roots.
+
+    profiler_steps: each step inside a "ProfilerStep#N" range, as
+    torch.profiler.profile.step() opens one (a record_function of that
+    name, N from 0), so the trace marks where its iterations begin.
+    """
     config = ProfilerConfig(
         ProfilerState.KINETO,
         with_stack,  # report_input_shapes (profile(record_shapes=True) goes with stacks here)
@@ -112,8 +120,12 @@ def record(step, iterations, profile_memory=True, with_stack=False):
     _prepare_profiler(config, activities)
     _enable_profiler(config, activities)
     try:
-        for _ in range(iterations):
-            step()
+        for i in range(iterations):
+            if profiler_steps:
+                with torch.autograd.profiler.record_function(f"ProfilerStep#{i}"):
+                    step()
+            else:
+                step()
     finally:
         result = _disable_profiler()
     return result.experimental_event_tree()
@@ -339,11 +351,11 @@ def main():
                     "ViT-B/16 training, batch 2, AdamW, 2 iterations")
         return 0
     if args.only == "inference":
-        write_trace(os.path.join(out, "bert_infer_dynamic.json.gz"), record(bert_inference_step(), len(BERT_SHAPES)),
+        write_trace(os.path.join(out, "bert_infer_dynamic.json.gz"), record(bert_inference_step(), len(BERT_SHAPES), profiler_steps=True),
                     "BERT-base-sized encoder inference at 8 (batch, tokens) shapes")
         torch.manual_seed(0)
         write_trace(os.path.join(out, "resnet50_infer_batches.json.gz"),
-                    record(resnet50_inference_step(), len(RESNET_BATCHES)),
+                    record(resnet50_inference_step(), len(RESNET_BATCHES), profiler_steps=True),
                     "resnet50 inference at batches 8, 32, 16, 24, 4")
         return 0
     if args.only == "no_memory":

@@ -203,13 +203,15 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
   by_context_text(out, s.never_freed_by_context);
   const trace::IterationReport& it = s.iterations;
   if (it.repeats) {
-    out += fmt::format("Iterations: {} complete; one iteration is {} allocations ({} events, {} allocated)\n",
-                       count(it.iterations), count(it.period), count(it.period_events), bytes(it.bytes_per_iteration));
+    out += fmt::format("Iterations: {} complete{}; {} iteration is {} allocations ({} events, {} allocated)\n",
+                       count(it.iterations), it.from_profiler_steps ? " (torch.profiler's steps)" : "",
+                       it.from_profiler_steps ? "the last" : "one", count(it.period), count(it.period_events),
+                       bytes(it.bytes_per_iteration));
     if (it.first_allocation)
       out += fmt::format("  the first starts after {} set-up allocations\n", count(it.first_allocation));
     if (it.first_iteration_allocations > it.period)
       out += fmt::format(
-          "  the first is {} allocations, {} more: what it allocates once (optimizer state, "
+          "  the first is {} allocations, {} more: what it allocates once (weights it builds, optimizer state, "
           "gradients)\n",
           count(it.first_iteration_allocations), count(it.first_iteration_allocations - it.period));
     else if (it.first_iteration_allocations < it.period)
@@ -272,7 +274,8 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
                        {"count", it.iterations},
                        {"live_bytes_after", it.live_after},
                        {"shape", it.shape},
-                       {"growth_bytes", it.growth_per_iteration}};
+                       {"growth_bytes", it.growth_per_iteration},
+                       {"found_from", it.from_profiler_steps ? "profiler-steps" : "repetition"}};
     if (it.shape == "step") j["iterations"]["step_after_iteration"] = it.step_iteration + 1;
   } else {
     j["iterations"] = nullptr;

@@ -13,7 +13,11 @@
 // Python frames are complete events {"cat": "python_function", "name":
 // "file.py(line): function"} enclosing them the same way. Times are
 // microseconds, integers or decimals (newer Kineto writes nanoseconds as
-// three decimals), converted here exactly.
+// three decimals), converted here exactly. prof.step() wraps each step in a
+// complete event named "ProfilerStep#N" (cat "user_annotation" in newer
+// PyTorch, "cpu_op" or "Operator" in older; Kineto mirrors it on the GPU
+// timeline as "gpu_user_annotation", which is not the caller's thread):
+// where the caller's iterations begin.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -330,6 +334,7 @@ class ChromeTraceHandler {
       case Field::kCat:
         cpu_op_ = s == "cpu_op";
         python_ = s == "python_function";
+        gpu_annotation_ = s == "gpu_user_annotation";
         break;
       case Field::kPid:
       case Field::kTid: {
@@ -358,6 +363,7 @@ class ChromeTraceHandler {
     ph_ = 0;
     cpu_op_ = false;
     python_ = false;
+    gpu_annotation_ = false;
     ts_ = dur_ = addr_ = bytes_ = total_allocated_ = total_reserved_ = device_type_ = device_id_ = Number{};
     pid_ = tid_ = ThreadPart{};
   }
@@ -391,6 +397,7 @@ class ChromeTraceHandler {
   char ph_ = 0;
   bool cpu_op_ = false;
   bool python_ = false;
+  bool gpu_annotation_ = false;
   Number ts_, dur_, addr_, bytes_, total_allocated_, total_reserved_, device_type_, device_id_, ignored_;
   ThreadPart pid_, tid_;
   std::uint64_t events_seen_ = 0;
@@ -459,9 +466,11 @@ void ChromeTraceHandler::end_event() {
   const bool memory = name_ == "[memory]";
   const bool oom = !memory && name_ == "[OutOfMemory]";
   if (!memory && !oom) {
+    const bool span = ph_ == 'X' && ts_.ok() && dur_.ok() && dur_.value >= 0 && ts_.value <= kMaxInt - dur_.value;
+    if (span && !gpu_annotation_ && name_.starts_with("ProfilerStep#"))
+      trace_.profiler_steps.push_back({ts_.value, ts_.value + dur_.value});
     // A span that can tag memory events: an operator with a start and a length.
-    if ((cpu_op_ || python_) && ph_ == 'X' && ts_.ok() && dur_.ok() && dur_.value >= 0 &&
-        ts_.value <= kMaxInt - dur_.value)
+    if (span && (cpu_op_ || python_))
       (cpu_op_ ? spans_ : python_spans_)[thread_index()].push_back({ts_.value, ts_.value + dur_.value, name_index()});
     return;
   }
@@ -589,6 +598,8 @@ void ChromeTraceHandler::finish() {
       e.context = found->second;
     }
   }
+  std::sort(trace_.profiler_steps.begin(), trace_.profiler_steps.end(),
+            [](const Trace::StepSpan& a, const Trace::StepSpan& b) { return a.start_ns < b.start_ns; });
   // Time order; events at the same time keep the file's order.
   auto by_time = [](const Event& a, const Event& b) { return a.time_ns < b.time_ns; };
   if (!std::is_sorted(trace_.events.begin(), trace_.events.end(), by_time))

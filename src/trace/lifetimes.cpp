@@ -32,6 +32,21 @@ class Checker {
   Anomalies& out_;
 };
 
+// Lifetimes::step_starts and steps_end from the source's step spans: a step
+// begins with its first allocation; a step that allocates nothing on this
+// device is no iteration of it.
+void mark_steps(const Trace& trace, Lifetimes& out) {
+  const auto time_of = [&](std::size_t allocation) { return trace.events[out.allocations[allocation].alloc_event].time_ns; };
+  std::size_t next = 0;
+  for (const Trace::StepSpan& step : trace.profiler_steps) {
+    while (next < out.allocations.size() && time_of(next) < step.start_ns) ++next;
+    if (next == out.allocations.size() || time_of(next) > step.end_ns) continue;
+    if (out.step_starts.empty() || next > out.step_starts.back()) out.step_starts.push_back(next);
+    while (next < out.allocations.size() && time_of(next) <= step.end_ns) ++next;
+    out.steps_end = next;
+  }
+}
+
 }  // namespace
 
 std::int32_t busiest_device(const Trace& trace) {
@@ -111,6 +126,7 @@ Lifetimes extract_lifetimes(const Trace& trace, std::int32_t device, bool strict
       freed.insert(e.address);
     }
   }
+  mark_steps(trace, out);
   return out;
 }
 

@@ -50,6 +50,11 @@ struct Lifetimes {
   // Which event ends an allocation: free_completed when the trace has any,
   // else free_requested (sources that record only the caller's free).
   Action free_action = Action::kFreeCompleted;
+  // The allocations where the source's own steps begin (Trace::
+  // profiler_steps that allocate on this device), and the first allocation
+  // after the last step ends; empty when the source marks none.
+  std::vector<std::size_t> step_starts;
+  std::size_t steps_end = 0;
 };
 
 // The device with the most allocations, preferring GPUs (device >= 0); in a

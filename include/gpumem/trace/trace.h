@@ -99,6 +99,14 @@ struct Trace {
   // The allocator state at the end, when the source has it (PyTorch
   // snapshots' "segments").
   std::vector<SnapshotSegment> segments;
+  // Where the source itself says the caller's iterations ran, in time
+  // order: torch.profiler's "ProfilerStep#N" spans (prof.step() opens one
+  // per step), [start, end] in nanoseconds. Empty when the source has none.
+  struct StepSpan {
+    std::int64_t start_ns = 0;
+    std::int64_t end_ns = 0;
+  };
+  std::vector<StepSpan> profiler_steps;
   // What a reader worked around instead of failing (without --strict), one
   // line each naming the place: "t.pickle: byte 5120: the file ends inside
   // an object; kept the 812 events read before it".

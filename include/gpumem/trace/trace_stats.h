@@ -34,6 +34,7 @@ struct LargestAllocation {
 
 struct IterationReport {
   bool repeats = false;
+  bool from_profiler_steps = false;             // the source's ProfilerStep spans, not a repeating pattern
   std::size_t period = 0;                       // allocations per iteration (the last complete one's)
   std::size_t first_allocation = 0;             // where the first iteration starts
   std::size_t iterations = 0;                   // complete iterations seen
@@ -147,7 +148,8 @@ struct IterationSplit {
   std::size_t end = 0;
 };
 IterationSplit find_iterations(const std::vector<std::uint64_t>& keys);
-// The same over a trace's allocations, keyed by size and context.
+// The same over a trace's allocations, keyed by size and context; or,
+// where the source marks two steps or more (Lifetimes::step_starts), those.
 IterationSplit find_iterations(const Lifetimes& lifetimes);
 
 // The allocations of the last complete iteration (the steady one: the first
