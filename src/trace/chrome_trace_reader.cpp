@@ -73,8 +73,10 @@ std::optional<std::int64_t> micros_to_ns(std::string_view raw) {
   if (i < raw.size() && raw[i] == '.') {
     int digits = 0;
     for (++i; i < raw.size() && raw[i] >= '0' && raw[i] <= '9'; ++i, ++digits) {
-      if (digits < 3) fraction = fraction * 10 + (raw[i] - '0');
-      else if (digits == 3) round_up = raw[i] >= '5';
+      if (digits < 3)
+        fraction = fraction * 10 + (raw[i] - '0');
+      else if (digits == 3)
+        round_up = raw[i] >= '5';
     }
     for (; digits < 3; ++digits) fraction *= 10;
   }
@@ -96,8 +98,10 @@ struct ThreadPart {
   std::string text;
   bool operator==(const ThreadPart&) const = default;
   void append_key(std::string& key) const {
-    if (is_string) key += 's' + text;
-    else key += 'n' + std::to_string(number);
+    if (is_string)
+      key += 's' + text;
+    else
+      key += 'n' + std::to_string(number);
     key += '\x1f';
   }
 };
@@ -109,8 +113,21 @@ struct Span {
 };
 
 enum class Field : std::uint8_t {
-  kNone, kName, kPh, kCat, kTs, kDur, kPid, kTid, kArgs,
-  kAddr, kBytes, kTotalAllocated, kTotalReserved, kDeviceType, kDeviceId,
+  kNone,
+  kName,
+  kPh,
+  kCat,
+  kTs,
+  kDur,
+  kPid,
+  kTid,
+  kArgs,
+  kAddr,
+  kBytes,
+  kTotalAllocated,
+  kTotalReserved,
+  kDeviceType,
+  kDeviceId,
 };
 
 Field event_field(std::string_view key) {
@@ -160,9 +177,12 @@ class ChromeTraceHandler {
   }
   bool number_unsigned(std::uint64_t v) {
     if (Field f = value_field(); f != Field::kNone) {
-      if (v <= static_cast<std::uint64_t>(kMaxInt)) set_integer(f, static_cast<std::int64_t>(v));
-      else if (f == Field::kAddr) set_address(v);
-      else number_of(f).bad();
+      if (v <= static_cast<std::uint64_t>(kMaxInt))
+        set_integer(f, static_cast<std::int64_t>(v));
+      else if (f == Field::kAddr)
+        set_address(v);
+      else
+        number_of(f).bad();
     }
     return scalar();
   }
@@ -175,8 +195,10 @@ class ChromeTraceHandler {
       case Field::kName: name_bad_ = true; break;
       case Field::kTs:
       case Field::kDur:
-        if (auto ns = micros_to_ns(raw)) number_of(f).set(*ns);
-        else number_of(f).bad();
+        if (auto ns = micros_to_ns(raw))
+          number_of(f).set(*ns);
+        else
+          number_of(f).bad();
         break;
       case Field::kPid:
       case Field::kTid: thread_part(f) = {true, 0, raw}; break;
@@ -190,9 +212,12 @@ class ChromeTraceHandler {
   }
   bool binary(json::binary_t&) { return scalar(); }
   bool key(std::string& k) {
-    if (depth_ == events_depth_ + 1) field_ = event_field(k);
-    else if (in_args_ && depth_ == events_depth_ + 2) field_ = arg_field(k);
-    else if (depth_ == 1 && root_is_object_) trace_events_key_ = k == "traceEvents";
+    if (depth_ == events_depth_ + 1)
+      field_ = event_field(k);
+    else if (in_args_ && depth_ == events_depth_ + 2)
+      field_ = arg_field(k);
+    else if (depth_ == 1 && root_is_object_)
+      trace_events_key_ = k == "traceEvents";
     return true;
   }
   bool start_object(std::size_t) {
@@ -213,8 +238,10 @@ class ChromeTraceHandler {
   }
   bool end_object() {
     --depth_;
-    if (in_args_ && depth_ == events_depth_ + 1) in_args_ = false;
-    else if (in_event_ && depth_ == events_depth_) end_event();
+    if (in_args_ && depth_ == events_depth_ + 1)
+      in_args_ = false;
+    else if (in_event_ && depth_ == events_depth_)
+      end_event();
     return true;
   }
   bool start_array(std::size_t) {
@@ -270,7 +297,8 @@ class ChromeTraceHandler {
     return Field::kNone;
   }
   bool scalar() {
-    if (depth_ == events_depth_) not_an_event();
+    if (depth_ == events_depth_)
+      not_an_event();
     else if (depth_ == 1 && root_is_object_ && trace_events_key_) {
       not_an_array_ = true;
       return false;
@@ -280,8 +308,10 @@ class ChromeTraceHandler {
   // An object or array where a field's value should be a scalar.
   void container_value() {
     if (Field f = value_field(); f != Field::kNone && f != Field::kArgs) {
-      if (f == Field::kName) name_bad_ = true;
-      else if (f != Field::kPh && f != Field::kCat && f != Field::kPid && f != Field::kTid) number_of(f).bad();
+      if (f == Field::kName)
+        name_bad_ = true;
+      else if (f != Field::kPh && f != Field::kCat && f != Field::kPid && f != Field::kTid)
+        number_of(f).bad();
     }
     field_ = Field::kNone;
   }
@@ -305,8 +335,10 @@ class ChromeTraceHandler {
     switch (f) {
       case Field::kTs:
       case Field::kDur:
-        if (v > kMaxInt / 1000 || v < -(kMaxInt / 1000)) number_of(f).bad();
-        else number_of(f).set(v * 1000);
+        if (v > kMaxInt / 1000 || v < -(kMaxInt / 1000))
+          number_of(f).bad();
+        else
+          number_of(f).set(v * 1000);
         break;
       case Field::kPid:
       case Field::kTid: {
@@ -324,9 +356,7 @@ class ChromeTraceHandler {
   }
   // Addresses past 2^63 (PyTorch writes them as intptr_t, so negative in
   // practice, but some writers use unsigned).
-  void set_address(std::uint64_t v) {
-    addr_.set(static_cast<std::int64_t>(v));
-  }
+  void set_address(std::uint64_t v) { addr_.set(static_cast<std::int64_t>(v)); }
   void set_string(Field f, const std::string& s) {
     switch (f) {
       case Field::kName: name_.assign(s); break;
@@ -348,9 +378,12 @@ class ChromeTraceHandler {
         // Numbers written as strings are taken; anything else is a wrong type.
         std::int64_t v = 0;
         std::uint64_t u = 0;
-        if (detail::parse_whole(s, v)) set_integer(f, v);
-        else if (f == Field::kAddr && detail::parse_hex(s, u) && s.size() > 2 && s[1] == 'x') set_address(u);
-        else number_of(f).bad();
+        if (detail::parse_whole(s, v))
+          set_integer(f, v);
+        else if (f == Field::kAddr && detail::parse_hex(s, u) && s.size() > 2 && s[1] == 'x')
+          set_address(u);
+        else
+          number_of(f).bad();
       }
     }
   }
@@ -411,9 +444,9 @@ class ChromeTraceHandler {
 
   std::unordered_map<std::string, std::uint32_t> name_index_;
   std::vector<std::string> names_;
-  std::vector<std::vector<Span>> spans_;  // per thread
+  std::vector<std::vector<Span>> spans_;         // per thread
   std::vector<std::vector<Span>> python_spans_;  // per thread, python_function
-  std::vector<std::uint32_t> event_thread_;  // per trace event
+  std::vector<std::uint32_t> event_thread_;      // per trace event
 
   std::uint64_t problems_ = 0;
   std::string first_problem_;
@@ -427,8 +460,8 @@ class ChromeTraceHandler {
 void ChromeTraceHandler::problem(std::uint64_t index, const std::string& what) {
   std::string place = fmt::format("traceEvents[{}]: {}", index, what);
   if (strict_)
-    throw InputError(fmt::format("{}: {} (without --strict, such events are skipped and counted)",
-                                 printable(trace_.source), place));
+    throw InputError(
+        fmt::format("{}: {} (without --strict, such events are skipped and counted)", printable(trace_.source), place));
   ++trace_.skipped_records;
   if (problems_++ == 0) first_problem_ = std::move(place);
 }
@@ -488,13 +521,14 @@ void ChromeTraceHandler::end_event() {
   };
   if (ts_.state == Number::State::kBad) return problem(index, fmt::format("{}: \"ts\" is not a number in range", what));
   if (!ts_.ok()) return problem(index, fmt::format("{} without \"ts\"", what));
-  if (!check(bytes_, "Bytes", true) || !check(addr_, "Addr", memory) || !check(total_allocated_, "Total Allocated", false) ||
-      !check(total_reserved_, "Total Reserved", false) || !check(device_type_, "Device Type", false) ||
-      !check(device_id_, "Device Id", false))
+  if (!check(bytes_, "Bytes", true) || !check(addr_, "Addr", memory) ||
+      !check(total_allocated_, "Total Allocated", false) || !check(total_reserved_, "Total Reserved", false) ||
+      !check(device_type_, "Device Type", false) || !check(device_id_, "Device Id", false))
     return;
   if (bytes_.value == std::numeric_limits<std::int64_t>::min())
     return problem(index, fmt::format("{}: \"Bytes\" is out of range", what));
-  if (memory && bytes_.value == 0) return problem(index, "[memory] event of 0 bytes (neither an allocation nor a free)");
+  if (memory && bytes_.value == 0)
+    return problem(index, "[memory] event of 0 bytes (neither an allocation nor a free)");
   Event e;
   e.time_ns = ts_.value;
   if (memory) {

@@ -36,7 +36,9 @@ class Checker {
 // begins with its first allocation; a step that allocates nothing on this
 // device is no iteration of it.
 void mark_steps(const Trace& trace, Lifetimes& out) {
-  const auto time_of = [&](std::size_t allocation) { return trace.events[out.allocations[allocation].alloc_event].time_ns; };
+  const auto time_of = [&](std::size_t allocation) {
+    return trace.events[out.allocations[allocation].alloc_event].time_ns;
+  };
   std::size_t next = 0;
   for (const Trace::StepSpan& step : trace.profiler_steps) {
     while (next < out.allocations.size() && time_of(next) < step.start_ns) ++next;
@@ -80,7 +82,7 @@ Lifetimes extract_lifetimes(const Trace& trace, std::int32_t device, bool strict
 
   Checker check(trace, strict, out.anomalies);
   std::unordered_map<std::uint64_t, std::size_t> live;  // address -> allocation index
-  std::unordered_set<std::uint64_t> freed;               // addresses freed and not reused
+  std::unordered_set<std::uint64_t> freed;              // addresses freed and not reused
   bool baseline_known = false;
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const Event& e = trace.events[i];

@@ -88,6 +88,29 @@ void classify(IterationReport& r, std::int64_t bytes_per_iteration) {
   }
 }
 
+// Whether the iterations after the first allocate alike, as a loop's do: a
+// short pattern inside one phase (an optimizer's per-parameter scalars, a
+// pair of allocations at each layer's backward) recurs as regularly as an
+// iteration, but most of its "iterations" allocate a few bytes and some
+// megabytes. More than a tenth of them under a quarter or over four times
+// their median is no loop.
+bool loop_like(const Lifetimes& lifetimes, const IterationSplit& split) {
+  if (split.starts.size() < 3) return !split.starts.empty();
+  std::vector<std::int64_t> bytes;
+  for (std::size_t k = 1; k < split.starts.size(); ++k) {
+    const std::size_t end = k + 1 < split.starts.size() ? split.starts[k + 1] : split.end;
+    std::int64_t sum = 0;
+    for (std::size_t i = split.starts[k]; i < end; ++i) sum += lifetimes.allocations[i].size;
+    bytes.push_back(sum);
+  }
+  std::vector<std::int64_t> sorted = bytes;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+  const std::int64_t median = sorted[sorted.size() / 2];
+  std::size_t unlike = 0;
+  for (std::int64_t b : bytes) unlike += b * 4 < median || b > median * 4;
+  return unlike * 10 <= bytes.size();
+}
+
 }  // namespace
 
 IterationSplit find_iterations(const Lifetimes& lifetimes) {
@@ -97,7 +120,8 @@ IterationSplit find_iterations(const Lifetimes& lifetimes) {
   std::vector<std::uint64_t> keys;
   keys.reserve(lifetimes.allocations.size());
   for (const Allocation& a : lifetimes.allocations) keys.push_back(key_of(a));
-  return find_iterations(keys);
+  IterationSplit split = find_iterations(keys);
+  return loop_like(lifetimes, split) ? split : IterationSplit{};
 }
 
 std::vector<ContextBytes> live_by_label(const Trace& trace, const Lifetimes& lifetimes, std::size_t event,

@@ -57,7 +57,8 @@ void expect_running_totals(const Trace& t) {
     } else {
       total -= e.size;
       auto it = live.find(e.address);
-      if (it == live.end()) ++unknown_frees;
+      if (it == live.end())
+        ++unknown_frees;
       else {
         EXPECT_EQ(it->second, e.size) << "event " << i;
         live.erase(it);
@@ -148,8 +149,7 @@ std::string memory_event(const std::string& ts, std::int64_t bytes, std::uint64_
   return R"({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 7, "tid": )" +
          std::to_string(tid) + R"(, "ts": )" + ts + R"(, "args": {"Total Reserved": 4096, "Total Allocated": )" +
          std::to_string(total) + R"(, "Bytes": )" + std::to_string(bytes) + R"(, "Addr": )" + std::to_string(addr) +
-         R"(, "Device Id": )" + std::to_string(device_id) + R"(, "Device Type": )" + std::to_string(device_type) +
-         "}}";
+         R"(, "Device Id": )" + std::to_string(device_id) + R"(, "Device Type": )" + std::to_string(device_type) + "}}";
 }
 std::string op(const std::string& name, const std::string& ts, const std::string& dur, int tid = 1) {
   return R"({"ph": "X", "cat": "cpu_op", "name": ")" + name + R"(", "pid": 7, "tid": )" + std::to_string(tid) +
@@ -194,6 +194,47 @@ TEST(ChromeTrace, TagsFromInnermostSpanOnTheSameThreadWhereverTheSpansAre) {
   EXPECT_EQ(t.events[0].total_reserved, 4096);
   // One context per operator name.
   EXPECT_EQ(t.events[2].context, t.events[3].context);
+}
+
+// prof.step() opens a "ProfilerStep#N" span per step: whatever its category
+// (user_annotation in newer PyTorch, cpu_op or Operator in older), except
+// Kineto's copy on the GPU timeline. Steps come out in time order, and
+// allocations take them as their iterations, each from its first
+// allocation.
+TEST(ChromeTrace, ProfilerStepSpansMarkTheIterations) {
+  auto step = [](const std::string& cat, int n, const std::string& ts, const std::string& dur) {
+    return R"({"ph": "X", "cat": ")" + cat + R"(", "name": "ProfilerStep#)" + std::to_string(n) +
+           R"(", "pid": 7, "tid": 1, "ts": )" + ts + R"(, "dur": )" + dur + "}";
+  };
+  const Trace t = read_chrome_trace(
+      chrome({
+          memory_event("5", 64, 0x1000, 1),  // before the first step: set-up
+          step("cpu_op", 1, "20", "10"), step("user_annotation", 0, "10", "10"), step("Operator", 2, "30", "10"),
+          step("gpu_user_annotation", 0, "12", "3"),  // the GPU's copy: not a step of the caller's
+          R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStepper", "pid": 7, "tid": 1, "ts": 0, "dur": 1})",
+          memory_event("11", 512, 0x2000, 1), memory_event("13", 256, 0x3000, 1), memory_event("14", -512, 0x2000, 1),
+          memory_event("25", 512, 0x2000, 1),  // step 1
+          memory_event("31", 256, 0x4000, 1),  // step 2
+          memory_event("45", 128, 0x5000, 1),  // after the last step
+      }),
+      "steps.json");
+  ASSERT_EQ(t.profiler_steps.size(), 3u);
+  EXPECT_EQ(t.profiler_steps[0].start_ns, 10000);
+  EXPECT_EQ(t.profiler_steps[0].end_ns, 20000);
+  EXPECT_EQ(t.profiler_steps[2].start_ns, 30000);
+  const Lifetimes l = extract_lifetimes(t, 0, false);
+  EXPECT_EQ(l.step_starts, (std::vector<std::size_t>{1, 3, 4}));
+  EXPECT_EQ(l.steps_end, 5u);
+  const IterationSplit split = find_iterations(l);
+  EXPECT_EQ(split.starts, l.step_starts);
+  EXPECT_EQ(split.end, 5u);
+  // One step is not iterations; nor is a step without allocations one.
+  const Trace one =
+      read_chrome_trace(chrome({step("user_annotation", 0, "10", "10"), step("user_annotation", 1, "20", "10"),
+                                memory_event("11", 512, 0x2000, 1)}),
+                        "one.json");
+  EXPECT_EQ(extract_lifetimes(one, 0, false).step_starts.size(), 1u);
+  EXPECT_TRUE(find_iterations(extract_lifetimes(one, 0, false)).starts.empty());
 }
 
 // with_stack=True: python_function spans around a memory event are its
@@ -251,8 +292,7 @@ TEST(ChromeTrace, BareArrayDevicesOutOfMemoryAndNumberForms) {
   EXPECT_EQ(t.events[3].total_allocated, kUnknown);
   // PyTorch writes addresses as intptr_t: a negative one is the same bits.
   const Trace n = read_chrome_trace("[" + memory_event("1", 8, 0, 1) + "]", "n.json");
-  const Trace m = read_chrome_trace(
-      R"([{"name":"[memory]","ts":1,"args":{"Bytes":8,"Addr":-2}}])", "m.json");
+  const Trace m = read_chrome_trace(R"([{"name":"[memory]","ts":1,"args":{"Bytes":8,"Addr":-2}}])", "m.json");
   ASSERT_EQ(m.events.size(), 1u);
   EXPECT_EQ(m.events[0].address, UINT64_MAX - 1);
   EXPECT_EQ(n.events.size(), 1u);
@@ -292,15 +332,20 @@ TEST(ChromeTrace, WrongTypesAndMissingArgsAreSkippedAndCounted) {
   ReadOptions strict{.strict = true};
   expect_error([&] { read_chrome_trace(data, "bad.json", strict); },
                {"bad.json: traceEvents[1]: ", "\"Bytes\" is not an integer"});
-  expect_error([&] { read_chrome_trace(chrome({memory_event("1", 1, 1), R"({"name": "[memory]", "ts": 3, "args": {"Addr": 16}})"}), "b.json", strict); },
-               {"b.json: traceEvents[1]: [memory] event without \"Bytes\""});
+  expect_error(
+      [&] {
+        read_chrome_trace(chrome({memory_event("1", 1, 1), R"({"name": "[memory]", "ts": 3, "args": {"Addr": 16}})"}),
+                          "b.json", strict);
+      },
+      {"b.json: traceEvents[1]: [memory] event without \"Bytes\""});
 }
 
 TEST(ChromeTrace, NotAChromeTrace) {
   expect_error([] { read_chrome_trace("", "e.json"); }, {"e.json: byte 0: the file is empty"});
   expect_error([] { read_chrome_trace("42", "n.json"); }, {"n.json: ", "not a Chrome trace"});
   expect_error([] { read_chrome_trace("nope", "x.json"); }, {"x.json: byte ", "not a Chrome trace"});
-  expect_error([] { read_chrome_trace(R"({"traceEvents": {"a": 1}})", "o.json"); }, {"\"traceEvents\" is not an array"});
+  expect_error([] { read_chrome_trace(R"({"traceEvents": {"a": 1}})", "o.json"); },
+               {"\"traceEvents\" is not an array"});
   expect_error([] { read_chrome_trace(R"({"traceEvents": 3})", "o.json"); }, {"\"traceEvents\" is not an array"});
   expect_error([] { read_chrome_trace(R"({"events": []})", "o.json"); }, {"no \"traceEvents\" array"});
 }
@@ -333,7 +378,7 @@ TEST(ChromeTrace, TruncatedAnywhereKeepsWhatWasReadOrSaysWhere) {
     } catch (const InputError& e) {
       // Only before the top-level container opens.
       EXPECT_LT(data.find_first_not_of(" \n"), std::max<std::size_t>(cut, 1)) << e.what();
-      EXPECT_LE(cut, data.find('{') ) << e.what();
+      EXPECT_LE(cut, data.find('{')) << e.what();
     }
     if (whole) continue;
     try {
@@ -431,7 +476,8 @@ TEST(RmmLog, BadLinesNameTheirLine) {
   EXPECT_NE(t.warnings[0].find("line 4: unknown action 'reallocate'"), std::string::npos) << t.warnings[0];
   const ReadOptions strict{.strict = true};
   expect_error([&] { read_rmm_log(data, "r.csv", strict); }, {"r.csv: line 4: unknown action 'reallocate'"});
-  const std::string from5 = "Thread,Time,Action,Pointer,Size,Stream\n\n\n\n" + data.substr(data.find("1,10:00:00.000003"));
+  const std::string from5 =
+      "Thread,Time,Action,Pointer,Size,Stream\n\n\n\n" + data.substr(data.find("1,10:00:00.000003"));
   expect_error([&] { read_rmm_log(from5, "r.csv", strict); }, {"r.csv: line 5: pointer '0xZZ' is not hexadecimal"});
   expect_error([&] { read_rmm_log("Thread,Time,Action\n", "h.csv"); }, {"h.csv: line 1: not an RMM log header"});
   expect_error([&] { read_rmm_log("\n\n", "h.csv"); }, {"h.csv: empty file"});
@@ -520,14 +566,20 @@ TEST(History, WritesAnyTraceDevicesAndUnknownTimesIncluded) {
 }
 
 TEST(History, BadLinesNameTheirLine) {
-  const std::string data =
-      R"({"dropped":2,"events":6,"format":"gpumem-history","version":1})" "\n"
-      R"({"action":"alloc","addr":4096,"requested":100,"size":512,"stream":0,"time_ns":5})" "\n"
-      R"({"action":"teleport","addr":4096,"size":512,"stream":0,"time_ns":6})" "\n"
-      R"({"action":"alloc","addr":"4096","size":512,"stream":0,"time_ns":7})" "\n"
-      R"({"action":"alloc","addr":8192,"size":-5,"stream":0})" "\n"
-      R"({"action":"alloc","addr":8192,"size":5,"stream":0,"tag":{"x":1}})" "\n"
-      R"({"action":"free_completed","addr":4096,"size":512)" "\n";
+  const std::string data = R"({"dropped":2,"events":6,"format":"gpumem-history","version":1})"
+                           "\n"
+                           R"({"action":"alloc","addr":4096,"requested":100,"size":512,"stream":0,"time_ns":5})"
+                           "\n"
+                           R"({"action":"teleport","addr":4096,"size":512,"stream":0,"time_ns":6})"
+                           "\n"
+                           R"({"action":"alloc","addr":"4096","size":512,"stream":0,"time_ns":7})"
+                           "\n"
+                           R"({"action":"alloc","addr":8192,"size":-5,"stream":0})"
+                           "\n"
+                           R"({"action":"alloc","addr":8192,"size":5,"stream":0,"tag":{"x":1}})"
+                           "\n"
+                           R"({"action":"free_completed","addr":4096,"size":512)"
+                           "\n";
   const Trace t = read_history(data, "h.jsonl");
   EXPECT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.skipped_records, 5u);
@@ -540,14 +592,17 @@ TEST(History, BadLinesNameTheirLine) {
   const ReadOptions strict{.strict = true};
   expect_error([&] { read_history(data, "h.jsonl", strict); }, {"h.jsonl: line 3: unknown action 'teleport'"});
   std::string lines = data;
-  lines.erase(lines.find(R"({"action":"teleport")"), lines.find('\n', lines.find("teleport")) + 1 - lines.find(R"({"action":"teleport")"));
+  lines.erase(lines.find(R"({"action":"teleport")"),
+              lines.find('\n', lines.find("teleport")) + 1 - lines.find(R"({"action":"teleport")"));
   expect_error([&] { read_history(lines, "h.jsonl", strict); }, {"h.jsonl: line 3: \"addr\" is not an integer"});
   expect_error([&] { read_history("{\"format\":\"other\"}\n", "x.jsonl"); },
                {"x.jsonl: line 1: not a gpumem history header"});
   expect_error([&] { read_history(R"({"format":"gpumem-history","version":2})", "x.jsonl"); }, {"version 2"});
   // A cut file: fewer events than the header announces.
-  const std::string cut = R"({"format":"gpumem-history","version":1,"events":3,"dropped":0})" "\n"
-                          R"({"action":"alloc","time_ns":1,"addr":1,"size":1,"requested":1,"stream":0})" "\n";
+  const std::string cut = R"({"format":"gpumem-history","version":1,"events":3,"dropped":0})"
+                          "\n"
+                          R"({"action":"alloc","time_ns":1,"addr":1,"size":1,"requested":1,"stream":0})"
+                          "\n";
   EXPECT_EQ(read_history(cut, "c.jsonl").warnings.size(), 1u);
   expect_error([&] { read_history(cut, "c.jsonl", strict); }, {"c.jsonl: line 2: the header announces 3 events"});
 }
@@ -559,8 +614,8 @@ TEST(MinimallocCsv, BuffersBecomeAllocationsAndFreesInTimeOrder) {
   ASSERT_EQ(p.events.size(), 8u);
   // (time, action, buffer): frees before allocations at the same time.
   const std::vector<std::tuple<std::int64_t, Action, std::string>> expected = {
-      {0, Action::kAlloc, "b0"},         {1, Action::kAlloc, "b2"},         {3, Action::kFreeCompleted, "b0"},
-      {3, Action::kFreeCompleted, "b2"}, {3, Action::kAlloc, "b1"},         {3, Action::kAlloc, "b3"},
+      {0, Action::kAlloc, "b0"},         {1, Action::kAlloc, "b2"},        {3, Action::kFreeCompleted, "b0"},
+      {3, Action::kFreeCompleted, "b2"}, {3, Action::kAlloc, "b1"},        {3, Action::kAlloc, "b3"},
       {4, Action::kFreeCompleted, "b3"}, {5, Action::kFreeCompleted, "b1"}};
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(p.events[i].time_ns, std::get<0>(expected[i])) << i;
@@ -620,7 +675,8 @@ PerfettoSummary check_perfetto(Trace t) {
     }
   }
   for (auto& [thread, spans] : by_thread) {
-    std::sort(spans.begin(), spans.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::sort(spans.begin(), spans.end(),
+              [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
     std::vector<std::int64_t> open;
     for (auto [start, end] : spans) {
       while (!open.empty() && open.back() <= start) open.pop_back();
@@ -683,8 +739,8 @@ TEST(Perfetto, EmptyTraceAndUnknownTimes) {
   std::ostringstream out;
   write_perfetto(Trace{}, out);
   EXPECT_TRUE(nlohmann::json::parse(out.str()).at("traceEvents").empty());
-  const Trace r = read_rmm_log("Thread,Time,Action,Pointer,Size,Stream\n1,?,allocate,0x10,64,0x0\n1,?,free,0x10,64,0x0\n",
-                               "r.csv");
+  const Trace r =
+      read_rmm_log("Thread,Time,Action,Pointer,Size,Stream\n1,?,allocate,0x10,64,0x0\n1,?,free,0x10,64,0x0\n", "r.csv");
   const PerfettoSummary s = check_perfetto(r);
   EXPECT_EQ(s.spans, 1u);
   EXPECT_EQ(s.counter_max.at("allocated"), 64);

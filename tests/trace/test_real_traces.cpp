@@ -62,8 +62,10 @@ std::int64_t peak_from_profiler_totals(const Trace& t, int device) {
     const bool allocates = e.action == Action::kAlloc;
     if (!allocates && e.action != Action::kFreeCompleted) continue;
     if (before_recording == kUnknown) before_recording = e.total_allocated - (allocates ? e.size : -e.size);
-    if (allocates) live.insert(e.address);
-    else EXPECT_EQ(live.erase(e.address), 1u) << "a free of memory allocated before recording";
+    if (allocates)
+      live.insert(e.address);
+    else
+      EXPECT_EQ(live.erase(e.address), 1u) << "a free of memory allocated before recording";
     peak = std::max(peak, e.total_allocated - before_recording);
   }
   return peak;
@@ -176,6 +178,36 @@ INSTANTIATE_TEST_SUITE_P(Recorded, EveryRealTrace, ::testing::ValuesIn(every_rea
                                [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
                            return name;
                          });
+
+// Inference at a new shape every call repeats no allocation pattern; the
+// traces' ProfilerStep spans (tools/record_trace.py opens one per call, as
+// prof.step() does) still give one iteration per call: 5 batches of
+// resnet50, 8 shapes of the encoder. The first also builds the model.
+TEST(RealTraceSteps, InferenceAtChangingShapesHasAnIterationPerCall) {
+  for (const auto& [name, calls] :
+       {std::pair<const char*, std::size_t>{"resnet50_infer_batches.json.gz", 5}, {"bert_infer_dynamic.json.gz", 8}}) {
+    const Trace t = read_trace(trace_path(name));
+    EXPECT_EQ(t.profiler_steps.size(), calls) << name;
+    const Lifetimes l = extract_lifetimes(t, busiest_device(t), false);
+    const IterationReport it = trace_stats(t, l).iterations;
+    ASSERT_TRUE(it.repeats) << name;
+    EXPECT_TRUE(it.from_profiler_steps) << name;
+    EXPECT_EQ(it.iterations, calls) << name;
+    EXPECT_GT(it.first_iteration_allocations, it.period) << name;  // the model's weights
+    EXPECT_EQ(it.shape, "flat") << name;
+  }
+}
+
+// One training step (tools/record_training.py): Adam allocates a pair of
+// small tensors per parameter in a regular rhythm that once passed for 252
+// "iterations" of 12 bytes each, some of which held megabytes. A step is
+// one iteration: no repetition.
+TEST(RealTraceSteps, OneTrainingStepIsNotManyIterations) {
+  for (const char* name : {"gpt_adam.trace.json.gz", "transformer_adamw.trace.json.gz"}) {
+    const Trace t = read_trace((test::source_dir() / "tests/data/train" / name).string());
+    EXPECT_TRUE(find_iterations(extract_lifetimes(t, busiest_device(t), false)).starts.empty()) << name;
+  }
+}
 
 // The MLP's training loop keeps every step's hidden features (64 x 512
 // floats): stats must find six iterations and the steady 128 KiB leak.
