@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Issue 17's planned-mode goal on every multi-iteration real trace bundled
-# under tests/data/traces: steady-state reserved / allocated (the most
+# under tests/data (traces/; train/ holds single steps, which have none):
+# steady-state reserved / allocated (the most
 # reserved, and the most allocated, over the iterations after the first)
 # for gpumem, pytorch and gpumem-planned. Goal: gpumem-planned <= 1.02.
 #   bench/planned_goals.sh      (after `make build`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${GPUMEM_BIN:-build/gpumem}
-for trace in tests/data/traces/*.json tests/data/traces/*.json.gz; do
+for trace in tests/data/traces/*.json tests/data/traces/*.json.gz tests/data/train/*.trace.json.gz; do
   json=$("$bin" replay "$trace" --policy gpumem,pytorch,gpumem-planned --time-limit 0 --json 2>/dev/null) || continue
   echo "$json" | /usr/bin/python3 -c '
 import json, sys

@@ -18,6 +18,12 @@ namespace {
 // allocator's own rounding, so a planned block is as aligned as a cached one.
 constexpr std::size_t kPlanAlignment = 512;
 
+// A different shape (batch size, sequence length) shows early in an
+// iteration, where its input is allocated: the first difference from the
+// plan within this many requests switches plans; a later one is the same
+// shape changed a little, which the plan's matching absorbs.
+constexpr std::size_t kShapeWindow = 16;
+
 std::size_t rounded(std::size_t bytes) { return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
 
 }  // namespace
@@ -167,29 +173,116 @@ void PlannedAllocator::retire_arena() {
   stats_.arena_bytes = 0;
 }
 
-void PlannedAllocator::put_in_force(IterationPlan plan) {
+bool PlannedAllocator::take_arena(std::size_t bytes) {
+  if (!arena_.live.empty() || arena_.bytes < bytes || (arena_.bytes > 0 && bytes == 0)) {
+    retire_arena();
+    // What the cache served meanwhile is free again: give it to the device
+    // before the arena takes its place.
+    cache_.empty_cache();
+    if (bytes) {
+      try {
+        arena_.base = static_cast<char*>(upstream_.memory->allocate(bytes, stream_.value_or(kDefaultStream)));
+      } catch (const OutOfMemoryError&) {
+        // No room for the arena now: the cache serves the coming iteration,
+        // which is observed and planned again at the next step().
+        ++stats_.arena_refused;
+        return false;
+      }
+      arena_.bytes = bytes;
+    }
+  }
+  stats_.arena_bytes = arena_.bytes;
+  return true;
+}
+
+void PlannedAllocator::put_in_force(IterationPlan plan, bool new_shape) {
+  // A fresh arena, as large as the largest kept plan needs: the shapes that
+  // come back then switch plans without a device call.
   retire_arena();
-  // What the cache served meanwhile is free again: give it to the device
-  // before the arena takes its place.
-  cache_.empty_cache();
   plan_.reset();
   ++plan_id_;
   mode_ = Mode::kServing;
-  if (plan.arena) {
-    try {
-      arena_.base = static_cast<char*>(upstream_.memory->allocate(plan.arena, stream_.value_or(kDefaultStream)));
-    } catch (const OutOfMemoryError&) {
-      // No room for the arena now: the cache serves the coming iteration,
-      // which is observed and planned again at the next step().
-      ++stats_.arena_refused;
-      return;
-    }
-    arena_.bytes = plan.arena;
-  }
+  if (new_shape) shape_in_force_ = SIZE_MAX;
+  std::size_t bytes = plan.arena;
+  for (std::size_t k = 0; k < shapes_.size(); ++k)
+    if (k != shape_in_force_) bytes = std::max(bytes, shapes_[k].plan.arena);
+  if (!take_arena(bytes)) return;
   plan_ = std::move(plan);
   cycles_.assign(plan_->sizes.size(), false);
   used_.assign(plan_->sizes.size(), false);
-  stats_.arena_bytes = plan_->arena;
+  keep_shape();
+}
+
+void PlannedAllocator::keep_shape() {
+  if (options_.max_shapes == 0) return;
+  if (shape_in_force_ == SIZE_MAX) {
+    if (shapes_.size() < options_.max_shapes) {
+      shapes_.emplace_back();
+      shape_in_force_ = shapes_.size() - 1;
+    } else {
+      // The one that served longest ago makes room.
+      shape_in_force_ = static_cast<std::size_t>(
+          std::min_element(shapes_.begin(), shapes_.end(),
+                           [](const Shape& a, const Shape& b) { return a.last_used < b.last_used; }) -
+          shapes_.begin());
+    }
+  }
+  Shape& shape = shapes_[shape_in_force_];
+  shape.plan = *plan_;
+  shape.cycles = cycles_;
+  shape.last_used = stats_.iterations;
+  stats_.shapes = shapes_.size();
+}
+
+void PlannedAllocator::diverged(std::size_t index, std::size_t bytes) {
+  // What the plan in force learned stays with it.
+  if (shape_in_force_ != SIZE_MAX) shapes_[shape_in_force_].cycles = cycles_;
+  // The iteration so far was the plan in force's first `index` requests: a
+  // kept plan that starts the same and goes on with this size, the most
+  // recently used first.
+  const auto& sizes = plan_->sizes;
+  std::size_t best = SIZE_MAX;
+  for (std::size_t k = 0; k < shapes_.size(); ++k) {
+    const std::vector<std::size_t>& other = shapes_[k].plan.sizes;
+    if (k == shape_in_force_ || other.size() <= index || other[index] != bytes ||
+        !std::equal(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(index), other.begin()))
+      continue;
+    if (best == SIZE_MAX || shapes_[k].last_used > shapes_[best].last_used) best = k;
+  }
+  if (best != SIZE_MAX) {
+    Shape& shape = shapes_[best];
+    ++plan_id_;
+    ++stats_.shape_switches;
+    shape.last_used = stats_.iterations;
+    shape_in_force_ = best;
+    if (!take_arena(shape.plan.arena)) {
+      plan_.reset();
+      return;
+    }
+    plan_ = shape.plan;
+    cycles_ = shape.cycles;
+    // The requests so far took the old plan's places; the new one's are
+    // theirs in name only.
+    used_.assign(plan_->sizes.size(), false);
+    std::fill(used_.begin(), used_.begin() + static_cast<std::ptrdiff_t>(index), true);
+    cursor_ = index;
+    return;
+  }
+  // A new shape: recorded from here on. The arena goes back, now or when
+  // the last block this iteration took from it is freed.
+  retire_arena();
+  plan_.reset();
+  shape_in_force_ = SIZE_MAX;
+  begin_recording();
+}
+
+void PlannedAllocator::begin_recording() {
+  mode_ = Mode::kRecording;
+  ++stats_.recordings;
+  // The recording takes its requests from the device: what the cache holds
+  // free would sit idle beside them.
+  recording_on_device_ = options_.record_from_device && recorded_from_device_ < options_.max_from_device;
+  if (recording_on_device_) cache_.empty_cache();
 }
 
 void PlannedAllocator::step() {
@@ -199,12 +292,17 @@ void PlannedAllocator::step() {
     // A plan given by the caller replaces whatever was in force.
     IterationPlan given = std::move(*pending_);
     pending_.reset();
-    put_in_force(std::move(given));
+    put_in_force(std::move(given), /*new_shape=*/true);
   } else if (mode_ == Mode::kRecording) {
-    // Only the first recording comes from the device; a later one (after
-    // an iteration too long to plan) goes through the cache.
     recording_on_device_ = false;
-    if (!overflowed_) plan_observed();  // too long to plan: record the next one
+    if (overflowed_) {
+      // Too long to plan: record the next one, through the cache.
+    } else if (options_.skip_set_up && stats_.recordings == 1 && observed_live_ > 0 &&
+               observed_live_ * 4 >= observed_peak_) {
+      begin_recording();  // set-up: plan the next iteration instead
+    } else {
+      plan_observed(/*new_shape=*/true);
+    }
   } else if (mode_ == Mode::kServing && !observed_.empty() && !overflowed_ && arena_.live.empty()) {
     // The iteration did not follow the plan: a request missed, or part of
     // the plan went unused (what only the first iteration allocates). Only
@@ -214,16 +312,12 @@ void PlannedAllocator::step() {
     // Or a request the plan expected to stay was freed within it (the
     // first iteration's gradients can be the next ones' temporaries).
     // Or no plan is in force: the device had no room for its arena.
+    // The new plan replaces the one it refines.
     const bool unused = std::find(used_.begin(), used_.end(), false) != used_.end();
-    if (!plan_ || missed_this_iteration_ > 0 || unused || stayed_less_this_iteration_ > 0) plan_observed();
+    if (!plan_ || missed_this_iteration_ > 0 || unused || stayed_less_this_iteration_ > 0)
+      plan_observed(/*new_shape=*/false);
   }
-  if (mode_ == Mode::kCaching) {
-    mode_ = Mode::kRecording;
-    // The recording takes its requests from the device: what the cache
-    // holds free would sit idle beside them.
-    recording_on_device_ = options_.record_from_device;
-    if (recording_on_device_) cache_.empty_cache();
-  }
+  if (mode_ == Mode::kCaching) begin_recording();
   observed_.clear();
   observed_ptrs_.clear();
   clock_ = 0;
@@ -231,10 +325,12 @@ void PlannedAllocator::step() {
   cursor_ = 0;
   missed_this_iteration_ = 0;
   stayed_less_this_iteration_ = 0;
+  requests_this_iteration_ = 0;
+  observed_live_ = observed_peak_ = 0;
   used_.assign(plan_ ? plan_->sizes.size() : 0, false);
 }
 
-void PlannedAllocator::plan_observed() {
+void PlannedAllocator::plan_observed(bool new_shape) {
   std::vector<std::size_t> sizes;
   std::vector<std::int64_t> born, died;
   for (const Recorded& r : observed_) {
@@ -243,7 +339,7 @@ void PlannedAllocator::plan_observed() {
     died.push_back(r.plannable ? r.died : -1);
   }
   ++stats_.plans;
-  put_in_force(plan_iteration(sizes, born, died, options_.solve_seconds));
+  put_in_force(plan_iteration(sizes, born, died, options_.solve_seconds), new_shape);
 }
 
 void PlannedAllocator::use_plan(IterationPlan plan) {
@@ -271,19 +367,45 @@ bool PlannedAllocator::take_range(std::int64_t offset, std::int64_t end) {
   return true;
 }
 
+void* PlannedAllocator::fill_gap(std::size_t bytes) {
+  // Off the plan: a gap of the arena that is free at the moment, highest
+  // first (planned blocks tend to start low), before the cache grows.
+  const auto need = static_cast<std::int64_t>(rounded(bytes));
+  std::int64_t top = static_cast<std::int64_t>(arena_.bytes);
+  for (auto it = arena_.live.rbegin(); it != arena_.live.rend(); ++it) {
+    if (top - it->second >= need) break;
+    top = it->first;
+  }
+  if (top < need) return nullptr;
+  const std::int64_t offset =
+      (top - need) / static_cast<std::int64_t>(kPlanAlignment) * static_cast<std::int64_t>(kPlanAlignment);
+  if (!take_range(offset, offset + need)) return nullptr;
+  ++stats_.gap_filled;
+  return arena_.base + offset;
+}
+
 void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
   if (bytes == 0) return nullptr;
   std::lock_guard lock(mutex_);
   if (!stream_) stream_ = stream;
+  const bool planned_stream = stream == *stream_;
+  // Requests on the planned stream so far this iteration, and whether each
+  // was the plan's request at its position: a first difference early in
+  // the iteration is a different shape.
+  const std::size_t index = planned_stream ? requests_this_iteration_++ : SIZE_MAX;
+  if (mode_ == Mode::kServing && plan_ && planned_stream && index == cursor_ && index < kShapeWindow &&
+      options_.max_shapes > 0 && (index >= plan_->sizes.size() || plan_->sizes[index] != bytes))
+    diverged(index, bytes);
   void* p = nullptr;
-  if (mode_ == Mode::kServing && plan_ && stream == *stream_) {
+  bool kept = false;  // the plan expects this request to outlive the iteration
+  if (mode_ == Mode::kServing && plan_ && planned_stream) {
     // The unused entry of this size nearest to where the plan expects the
     // request: ahead of it when this iteration skips what the recorded one
     // allocated, behind it when ops were reordered. The nearest wins
     // whether the plan placed it or expects it to outlive the iteration, so
     // a request that stays does not take a temporary's place in the arena.
     bool busy = false;
-    std::size_t kept_entry = SIZE_MAX;  // the entry, when the plan expects this request to outlive the iteration
+    std::size_t kept_entry = SIZE_MAX;
     const std::size_t n = plan_->sizes.size();
     const auto try_entry = [&](std::size_t k) {
       if (k >= n || plan_->sizes[k] != bytes || used_[k]) return false;
@@ -303,15 +425,15 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       p = arena_.base + offset;
       return true;
     };
-    const auto kept = [&] { return kept_entry != SIZE_MAX; };
-    for (std::size_t d = 0; d < options_.look_ahead && !p && !kept(); ++d) {
+    for (std::size_t d = 0; d < options_.look_ahead && !p && kept_entry == SIZE_MAX; ++d) {
       if (try_entry(cursor_ + d)) break;
       if (d < cursor_ && try_entry(cursor_ - 1 - d)) break;
     }
+    kept = kept_entry != SIZE_MAX;
     if (p) ++stats_.planned;
     // Expected to stay: an allocation of its own holds it exactly, unless
     // the entry's block was seen to last into the next iteration only.
-    if (kept() && options_.record_from_device && !cycles_[kept_entry]) {
+    if (kept && options_.record_from_device && !cycles_[kept_entry]) {
       try {
         p = allocate_from_device(bytes, stream, kept_entry);
       } catch (const OutOfMemoryError&) {
@@ -319,35 +441,21 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
         throw;
       }
     }
-    if (!p && !kept() && options_.fill_gaps && bytes <= arena_.bytes) {
-      // Off the plan: a gap of the arena that is free now, highest first
-      // (planned blocks tend to start low), before the cache grows.
-      const auto need = static_cast<std::int64_t>(rounded(bytes));
-      std::int64_t top = static_cast<std::int64_t>(arena_.bytes);
-      for (auto it = arena_.live.rbegin(); it != arena_.live.rend(); ++it) {
-        if (top - it->second >= need) break;
-        top = it->first;
-      }
-      const std::int64_t floor = 0;
-      if (top - need >= floor) {
-        const std::int64_t offset =
-            (top - need) / static_cast<std::int64_t>(kPlanAlignment) * static_cast<std::int64_t>(kPlanAlignment);
-        if (take_range(offset, offset + need)) {
-          ++stats_.gap_filled;
-          ++missed_this_iteration_;  // off the plan: the next iteration is planned again
-          p = arena_.base + offset;
-        }
-      }
+    if (!p && !kept && options_.fill_gaps && bytes <= arena_.bytes) {
+      p = fill_gap(bytes);
+      if (p) ++missed_this_iteration_;  // off the plan: the next iteration is planned again
     }
-    if (!p && !kept()) {
+    if (!p && !kept) {
       stats_.missed_busy += busy;
       ++stats_.missed;
       ++missed_this_iteration_;
     }
   }
   if (!p && mode_ == Mode::kRecording && recording_on_device_ && !overflowed_ &&
-      observed_.size() < std::min(options_.max_from_device, options_.max_observed) && stream == *stream_)
+      recorded_from_device_ < options_.max_from_device && observed_.size() < options_.max_observed && planned_stream) {
     p = allocate_from_device(bytes, stream, SIZE_MAX);
+    ++recorded_from_device_;
+  }
   if (!p) p = cache_.allocate(bytes, stream);
   if (mode_ != Mode::kCaching && !overflowed_) {
     if (observed_.size() >= options_.max_observed) {
@@ -355,8 +463,10 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       observed_.clear();
       observed_ptrs_.clear();
     } else {
-      observed_.push_back({bytes, clock_++, -1, stream == *stream_});
+      observed_.push_back({bytes, clock_++, -1, planned_stream});
       observed_ptrs_[p] = observed_.size() - 1;
+      observed_live_ += static_cast<std::int64_t>(bytes);
+      observed_peak_ = std::max(observed_peak_, observed_live_);
     }
   }
   return p;
@@ -365,6 +475,7 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
 void PlannedAllocator::observe_free(void* ptr) {
   if (auto it = observed_ptrs_.find(ptr); it != observed_ptrs_.end()) {
     observed_[it->second].died = clock_++;
+    observed_live_ -= static_cast<std::int64_t>(observed_[it->second].size);
     observed_ptrs_.erase(it);
   }
 }

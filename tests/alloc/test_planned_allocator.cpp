@@ -35,11 +35,12 @@ class Overlaps {
 };
 
 // One training-like iteration: activations in a stack, gradients freed
-// soon, `extra` more allocations in the middle.
-void iteration(PlannedAllocator& a, Overlaps& overlaps, std::mt19937_64* jitter, int extra = 0) {
+// soon, `extra` more allocations in the middle; `batch` scales every size
+// (another shape).
+void iteration(PlannedAllocator& a, Overlaps& overlaps, std::mt19937_64* jitter, int extra = 0, std::size_t batch = 1) {
   std::vector<std::pair<void*, std::size_t>> stack;
   for (int k = 0; k < 40 + extra; ++k) {
-    std::size_t bytes = std::size_t(64 + 37 * k % 300) * 1024;
+    std::size_t bytes = std::size_t(64 + 37 * k % 300) * 1024 * batch;
     if (jitter && (*jitter)() % 10 == 0) bytes += 4096;  // a size the plan has not seen
     void* p = a.allocate(bytes);
     overlaps.add(p, bytes);
@@ -106,16 +107,23 @@ TEST(PlannedAllocator, ARequestOffThePlanTakesAFreeGapOfTheArena) {
   a.step();  // the plan: an arena as high as the iteration's peak
   const std::size_t reserved = device.counters().physical_used;
   // Early in the iteration most of the arena is free: an extra request
-  // fits there, and the device gives nothing more.
-  void* first = a.allocate(64 * 1024);
-  overlaps.add(first, 64 * 1024);
-  void* extra = a.allocate(3 * 1024 * 1024 + 100);
-  overlaps.add(extra, 3 * 1024 * 1024 + 100);
+  // (past the first 16, where a difference would be another shape) fits
+  // there, and the device gives nothing more.
+  std::vector<std::pair<void*, std::size_t>> first;
+  for (int k = 0; k < 20; ++k) {
+    const std::size_t bytes = std::size_t(64 + 37 * k % 300) * 1024;  // as iteration() starts
+    first.emplace_back(a.allocate(bytes), bytes);
+    overlaps.add(first.back().first, bytes);
+  }
+  EXPECT_EQ(a.planned_stats().planned, 20u);
+  void* extra = a.allocate(256 * 1024 + 100);
+  overlaps.add(extra, 256 * 1024 + 100);
   EXPECT_EQ(a.planned_stats().gap_filled, 1u);
   EXPECT_EQ(a.planned_stats().missed, 0u);
+  EXPECT_EQ(a.planned_stats().recordings, 1u) << "the same shape: no new recording";
   EXPECT_EQ(device.counters().physical_used, reserved);
-  a.deallocate(extra, 3 * 1024 * 1024 + 100);
-  a.deallocate(first, 64 * 1024);
+  a.deallocate(extra, 256 * 1024 + 100);
+  for (auto [p, bytes] : first) a.deallocate(p, bytes);
 }
 
 TEST(PlannedAllocator, AHugeRequestNeverComesFromTheArena) {
@@ -170,7 +178,10 @@ TEST(PlannedAllocator, WhatOutlivesTheRecordedIterationHoldsExactlyItsBytes) {
     }
   }
   const PlannedStats s = a.planned_stats();
-  EXPECT_EQ(s.plans, 2u) << "the second iteration leaves the state's entries unused: planned again once";
+  // The state is over a quarter of the first iteration's peak: set-up. The
+  // second iteration is recorded too, and its plan serves the others.
+  EXPECT_EQ(s.recordings, 2u);
+  EXPECT_EQ(s.plans, 1u);
   EXPECT_EQ(s.device_bytes, state_bytes) << "the state holds its own bytes, rounded to 512";
   EXPECT_EQ(s.missed, 0u);
   EXPECT_EQ(a.cache().stats().reserved_bytes[0].current, 0) << "nothing went to the cache";
@@ -186,7 +197,9 @@ TEST(PlannedAllocator, ARequestExpectedToStayButFreedWithinItsIterationIsPlanned
   // point as a temporary. Served from its own device allocation once, it
   // is in the arena from the iteration after.
   SimulatedDevice device;
-  PlannedAllocator a(simulated_upstream(device));
+  PlannedOptions options;
+  options.skip_set_up = false;  // the gradient the first iteration keeps is not set-up here
+  PlannedAllocator a(simulated_upstream(device), AllocatorConfig::gpumem_defaults(), options);
   Overlaps overlaps;
   constexpr std::size_t kGrad = 3 << 20;
   void* kept = nullptr;
@@ -235,8 +248,11 @@ TEST(PlannedAllocator, ABlockKeptIntoTheNextIterationOnlyComesFromTheCache) {
   const PlannedStats s = a.planned_stats();
   EXPECT_EQ(s.plans, 1u);
   EXPECT_EQ(s.missed, 0u);
-  EXPECT_EQ(s.from_device, 81u + 1u) << "the recording, then the gradient once";
-  EXPECT_EQ(s.planned, 5u * 80u);
+  // The first iteration leaves the gradient, more than a quarter of its
+  // peak: set-up, so the second is recorded too and planned.
+  EXPECT_EQ(s.recordings, 2u);
+  EXPECT_EQ(s.from_device, 81u + 81u + 1u) << "two recordings, then the gradient once";
+  EXPECT_EQ(s.planned, 4u * 80u);
   EXPECT_EQ(s.device_bytes, 0u);
   overlaps.remove(grad);
   a.deallocate(grad, kGrad);
@@ -321,6 +337,58 @@ TEST(PlannedAllocator, RandomWorkloadsOnASmallDeviceNeverOverlapNorLoseMemory) {
   }
 }
 
+TEST(PlannedAllocator, ShapesThatComeBackAreServedByTheirOwnPlansFromOneArena) {
+  // Inference at batch sizes that alternate: each shape is recorded once,
+  // then each iteration takes its shape's plan, told by its first request,
+  // in the one arena (the larger shape's), with no device call at all.
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  Overlaps overlaps;
+  const std::size_t batches[] = {1, 3, 1, 3, 2, 1, 3, 2, 2, 1};
+  std::uint64_t calls_before_last = 0;
+  std::size_t reserved_before_last = 0;
+  for (std::size_t i = 0; i < std::size(batches); ++i) {
+    a.step();
+    if (i == 5) {  // the third shape's plan in force, in an arena for all three
+      calls_before_last = device.counters().upstream_calls();
+      reserved_before_last = device.counters().physical_used;
+    }
+    iteration(a, overlaps, nullptr, 0, batches[i]);
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.recordings, 3u) << "one per shape";
+  EXPECT_EQ(s.plans, 3u);
+  EXPECT_EQ(s.shapes, 3u);
+  EXPECT_EQ(s.missed + s.gap_filled, 0u);
+  EXPECT_EQ(s.planned, 80u * 7u) << "every request of every iteration after its shape's recording";
+  EXPECT_EQ(s.shape_switches, 6u);
+  EXPECT_EQ(device.counters().upstream_calls(), calls_before_last) << "the last five iterations call no device";
+  EXPECT_EQ(device.counters().physical_used, reserved_before_last);
+  EXPECT_EQ(device.counters().physical_used, s.arena_bytes) << "one arena, nothing else held";
+}
+
+TEST(PlannedAllocator, ShapesThatNeverComeBackStopComingFromTheDevice) {
+  // A new shape every iteration: each is recorded, at most max_shapes
+  // plans are kept, and once max_from_device recorded requests came from
+  // the device the rest go through the cache.
+  SimulatedDevice device;
+  PlannedOptions options;
+  options.max_shapes = 3;
+  options.max_from_device = 200;  // two and a half recordings
+  PlannedAllocator a(simulated_upstream(device), AllocatorConfig::gpumem_defaults(), options);
+  Overlaps overlaps;
+  for (std::size_t i = 0; i < 8; ++i) {
+    a.step();
+    iteration(a, overlaps, nullptr, 0, i + 1);
+  }
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.recordings, 8u);
+  EXPECT_EQ(s.from_device, 200u);
+  EXPECT_EQ(s.shapes, 3u);
+  EXPECT_EQ(s.planned, 0u);
+  EXPECT_EQ(s.device_bytes, 0u);
+}
+
 TEST(PlannedAllocator, AnIterationTooLongToObserveIsNotPlanned) {
   SimulatedDevice device;
   PlannedOptions options;
@@ -403,10 +471,11 @@ TEST(PlannedReplay, ARealTrainingTraceEndsFullyPlanned) {
   ASSERT_EQ(r.policies.size(), 2u);
   const trace::PolicyResult& planned = r.policies[1];
   EXPECT_EQ(planned.name, "gpumem-planned");
-  // Iteration 1 follows iteration 0's plan where it can (iteration 0
-  // allocates 186 more: optimizer state); iteration 2 follows iteration 1's.
-  EXPECT_GE(planned.planned_allocations, 2 * 1409u - 200u);
-  EXPECT_LE(planned.missed_allocations, 200u);
+  // Iteration 0 creates the optimizer state (186 allocations more, most of
+  // what stays): set-up, so iteration 1 is recorded too, and its plan
+  // serves all of iteration 2.
+  EXPECT_EQ(planned.planned_allocations, 1409u);
+  EXPECT_EQ(planned.missed_allocations, 0u);
   EXPECT_GT(planned.steady_peak_reserved, 0);
   EXPECT_GE(planned.steady_peak_reserved, r.steady_peak_allocated);
   EXPECT_EQ(r.policies[0].steady_peak_reserved, r.policies[0].peak_reserved)
@@ -416,10 +485,13 @@ TEST(PlannedReplay, ARealTrainingTraceEndsFullyPlanned) {
 TEST(PlannedReplay, RealTrainingTracesReserveWithinTwoPercentInSteadyState) {
   // Issue 17's goal where it is met (bench/planned_goals.sh has all
   // traces): from the second iteration on, the most reserved is within 2%
-  // of the most allocated. resnet18 AdamW (a transition iteration), the
-  // small transformer (512-byte rounding of tiny requests) and resnet50 at
-  // changing batch sizes are not; docs/allocator.md says why.
-  for (const char* name : {"resnet18_train.json", "vit_b16_adamw_2iter.json.gz", "leaky_mlp_train.json.gz"}) {
+  // of the most allocated. The small transformer (512-byte rounding of
+  // tiny requests) and the encoder at 8 shapes (a shape told apart only
+  // after blocks of it took the arena) are not; docs/allocator.md says why.
+  // On the two-iteration traces the second is a recording (the first sets
+  // up state); resnet50's five batches are five shapes, each recorded.
+  for (const char* name : {"resnet18_train.json", "vit_b16_adamw_2iter.json.gz", "leaky_mlp_train.json.gz",
+                           "resnet18_adamw_3iter.json.gz", "resnet50_infer_batches.json.gz"}) {
     SCOPED_TRACE(name);
     const trace::Trace t = trace::read_trace(test::trace_path(name));
     trace::ReplayOptions options;
@@ -428,7 +500,8 @@ TEST(PlannedReplay, RealTrainingTracesReserveWithinTwoPercentInSteadyState) {
     const trace::ReplayReport r = trace::replay(t, options);
     ASSERT_GE(r.iterations, 2u);
     ASSERT_GT(r.steady_peak_allocated, 0);
-    EXPECT_GT(r.policies[0].planned_allocations, 0u);
+    if (r.iterations >= 3 && std::string(name) != "resnet50_infer_batches.json.gz")
+      EXPECT_GT(r.policies[0].planned_allocations, 0u);
     EXPECT_LE(static_cast<double>(r.policies[0].steady_peak_reserved),
               1.02 * static_cast<double>(r.steady_peak_allocated));
   }

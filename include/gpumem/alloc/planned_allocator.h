@@ -17,7 +17,11 @@
 // allocates what later ones do not), it is planned again from what that
 // iteration did, once nothing lives in the arena (an arena that a caller's
 // use_plan() replaces while blocks in it live is given back when the last
-// of them is freed).
+// of them is freed). A first iteration that sets up state (a model, an
+// optimizer's) is followed by a second recording, which is planned instead.
+// Iterations of other shapes (inference at changing batch sizes) keep plans
+// of their own, told apart by their first requests: a kept plan takes over
+// in the same arena, and a shape seen for the first time is recorded.
 //
 // The idea is STAlloc's (2025: plan offline, allocate online); the planner
 // is gpumem's (plan/solver.h). Requests on other streams than the first one
@@ -65,10 +69,23 @@ struct PlannedOptions {
   // in that one iteration (PyTorch's allocator with caching off). false:
   // the cache serves them.
   bool record_from_device = true;
-  // ... for at most this many requests of the first recording: a caller that
-  // never calls step() again must not pay a device call per request forever.
-  // The rest of the recording goes through the cache.
+  // ... for at most this many recorded requests in all (the first
+  // recording, the one after a set-up iteration, each new shape's): a caller
+  // that never calls step() again, or whose shapes never repeat, must not pay
+  // a device call per request forever. Later recordings go through the cache.
   std::size_t max_from_device = std::size_t{1} << 16;
+  // A first recorded iteration that leaves at least a quarter of the most it
+  // had live still allocated (a model it built; the gradients and optimizer
+  // state of a first training step) set things up: later iterations do not
+  // do that, so the next one is recorded too and planned instead.
+  bool skip_set_up = true;
+  // Plans kept for iterations of different shapes (inference at changing
+  // batch sizes or sequence lengths), told apart by their first request's
+  // size. An iteration whose first request matches a kept plan is served by
+  // it, in the arena in force when that is large enough and unused; one that
+  // matches none is a new shape, recorded (the arena given back first) and
+  // planned. 1: one plan, re-planned whenever the iteration changes.
+  std::size_t max_shapes = 8;
   // An iteration longer than this many requests is not observed further and
   // not planned (a caller that never calls step() again records nothing
   // without bound).
@@ -76,16 +93,19 @@ struct PlannedOptions {
 };
 
 struct PlannedStats {
-  std::uint64_t iterations = 0;     // step() calls
-  std::uint64_t plans = 0;          // plans made (the first, and re-plans)
-  std::uint64_t planned = 0;        // requests served from the arena
-  std::uint64_t missed = 0;         // requests the plan had no free entry for, while it was in force
-  std::uint64_t missed_busy = 0;    // of those: a planned range of that size was still in use
-  std::uint64_t gap_filled = 0;     // requests off the plan placed in a free gap of the arena
-  std::size_t arena_bytes = 0;      // the arena in force (0: none)
-  std::uint64_t from_device = 0;    // requests given their own device allocation (record_from_device)
-  std::size_t device_bytes = 0;     // bytes held in such allocations now
-  std::uint64_t arena_refused = 0;  // plans whose arena the device had no room for (the cache served instead)
+  std::uint64_t iterations = 0;      // step() calls
+  std::uint64_t plans = 0;           // plans made (the first, and re-plans)
+  std::uint64_t planned = 0;         // requests served from the arena
+  std::uint64_t missed = 0;          // requests the plan had no free entry for, while it was in force
+  std::uint64_t missed_busy = 0;     // of those: a planned range of that size was still in use
+  std::uint64_t gap_filled = 0;      // requests off the plan placed in a free gap of the arena
+  std::size_t arena_bytes = 0;       // the arena in force (0: none)
+  std::uint64_t from_device = 0;     // requests given their own device allocation (record_from_device)
+  std::size_t device_bytes = 0;      // bytes held in such allocations now
+  std::uint64_t arena_refused = 0;   // plans whose arena the device had no room for (the cache served instead)
+  std::uint64_t recordings = 0;      // iterations recorded: the first, after set-up, each new shape
+  std::uint64_t shape_switches = 0;  // iterations served by another kept plan than the last one's
+  std::size_t shapes = 0;            // plans kept (max_shapes at most)
 };
 
 class PlannedAllocator final : public MemoryResource {
@@ -132,9 +152,20 @@ class PlannedAllocator final : public MemoryResource {
     bool holds(const void* p) const { return p >= base && p < base + bytes; }
   };
 
-  void plan_observed();  // plan the iteration just observed and put it in force
-  void put_in_force(IterationPlan plan);
-  void retire_arena();  // the arena in force goes; freed now or when its last block is
+  // Plan the iteration just observed and put it in force: as a new shape's
+  // plan, or as the refinement of the plan in force.
+  void plan_observed(bool new_shape);
+  void put_in_force(IterationPlan plan, bool new_shape);
+  // An arena of at least `bytes`: the one in force when unused and large
+  // enough, else a new one. False when the device has no room.
+  bool take_arena(std::size_t bytes);
+  void begin_recording();
+  // The iteration's request `index` (all before it as planned) differs from
+  // the plan: the kept plan that goes on like it, or a new recording.
+  void diverged(std::size_t index, std::size_t bytes);
+  void* fill_gap(std::size_t bytes);  // a free gap of the arena, or nullptr
+  void keep_shape();                  // the plan in force joins (or updates) the kept ones
+  void retire_arena();                // the arena in force goes; freed now or when its last block is
   void free_arena(Arena& arena);
   bool take_range(std::int64_t offset, std::int64_t end);
   void observe_free(void* ptr);
@@ -172,7 +203,19 @@ class PlannedAllocator final : public MemoryResource {
   std::vector<bool> used_;  // plan entries taken this iteration
   std::size_t cursor_ = 0;  // the next plan entry expected
   std::uint64_t missed_this_iteration_ = 0;
-  std::uint64_t stayed_less_this_iteration_ = 0;  // expected to outlive the iteration, freed in it
+  std::uint64_t stayed_less_this_iteration_ = 0;        // expected to outlive the iteration, freed in it
+  std::uint64_t requests_this_iteration_ = 0;           // on the planned stream
+  std::size_t recorded_from_device_ = 0;                // recorded requests served by the device, in all
+  std::int64_t observed_live_ = 0, observed_peak_ = 0;  // bytes of the iteration's own requests
+  // Kept plans (max_shapes), each with what it learned of cycling entries,
+  // and when it last served.
+  struct Shape {
+    IterationPlan plan;
+    std::vector<bool> cycles;
+    std::uint64_t last_used = 0;
+  };
+  std::vector<Shape> shapes_;
+  std::size_t shape_in_force_ = SIZE_MAX;  // its index in shapes_
   PlannedStats stats_;
 };
 
