@@ -215,7 +215,9 @@ gpumem_status gpumem_allocator_create(gpumem_device* device, const char* config,
     auto allocator = std::make_unique<gpumem_allocator>();
     allocator->device = device->state;
     if (parsed.planned) {
-      allocator->planned = std::make_unique<gpumem::alloc::PlannedAllocator>(state.upstream, parsed);
+      gpumem::alloc::PlannedOptions options;
+      options.max_shapes = parsed.planned_shapes;
+      allocator->planned = std::make_unique<gpumem::alloc::PlannedAllocator>(state.upstream, parsed, options);
       allocator->cache = &allocator->planned->cache();
     } else {
       allocator->allocator = std::make_unique<CachingAllocator>(state.upstream, parsed);

@@ -111,13 +111,15 @@ void apply(AllocatorConfig& c, std::string_view key, std::string_view value) {
     c.publish_interval_ms = parse_count(key, value);
   } else if (key == "planned") {
     c.planned = parse_bool(key, value);
+  } else if (key == "planned_shapes") {
+    c.planned_shapes = parse_count(key, value);
   } else {
-    throw InputError(
-        fmt::format("GPUMEM_ALLOC_CONF: unknown key '{}' (known: preset, max_split_size_mb, "
-                    "garbage_collection_threshold, expandable_segments, release_before_new_peak, round_bytes, "
-                    "small_size_mb, small_segment_mb, large_segment_mb, min_large_alloc_mb, large_round_mb, "
-                    "large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms, planned)",
-                    printable(key)));
+    throw InputError(fmt::format(
+        "GPUMEM_ALLOC_CONF: unknown key '{}' (known: preset, max_split_size_mb, "
+        "garbage_collection_threshold, expandable_segments, release_before_new_peak, round_bytes, "
+        "small_size_mb, small_segment_mb, large_segment_mb, min_large_alloc_mb, large_round_mb, "
+        "large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms, planned, planned_shapes)",
+        printable(key)));
   }
 }
 
@@ -138,6 +140,7 @@ constexpr Setting kOversizeSlack{"oversize_slack", "oversize_slack"};
 constexpr Setting kGarbageCollection{"garbage_collection_threshold", "garbage_collection_threshold"};
 constexpr Setting kHistory{"history_capacity", "history"};
 constexpr Setting kPublishInterval{"publish_interval_ms", "publish_interval_ms"};
+constexpr Setting kPlannedShapes{"planned_shapes", "planned_shapes"};
 
 // Far above any device, and low enough that sums and roundings of sizes
 // (requests are at most 2^60 bytes) cannot overflow.
@@ -186,6 +189,8 @@ void check(const AllocatorConfig& c, std::string_view source, bool by_key) {
     fail(kHistory, fmt::format("{}", c.history_capacity), fmt::format("it must be at most 2^28 ({})", kMaxHistory));
   if (c.publish_interval_ms > 60'000)
     fail(kPublishInterval, fmt::format("{}", c.publish_interval_ms), "it must be at most 60000 (a minute; 0: off)");
+  if (c.planned_shapes > 1024)
+    fail(kPlannedShapes, fmt::format("{}", c.planned_shapes), "it must be at most 1024 (each keeps a plan)");
 }
 
 }  // namespace
@@ -204,6 +209,7 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
     if (e.key != "preset") continue;
     const std::size_t publish = base.publish_interval_ms;
     const bool planned = base.planned;
+    const std::size_t shapes = base.planned_shapes;
     if (e.value == "gpumem")
       base = AllocatorConfig::gpumem_defaults();
     else if (e.value == "pytorch")
@@ -212,6 +218,7 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
       bad_value(e.key, e.value, "gpumem or pytorch");
     base.publish_interval_ms = publish;
     base.planned = planned;
+    base.planned_shapes = shapes;
   }
   for (const Entry& e : entries)
     if (e.key != "preset") apply(base, e.key, e.value);
@@ -242,6 +249,7 @@ std::string to_string(const AllocatorConfig& c) {
   if (c.history_capacity) s += fmt::format(",history:{}", c.history_capacity);
   if (c.publish_interval_ms) s += fmt::format(",publish_interval_ms:{}", c.publish_interval_ms);
   if (c.planned) s += ",planned:true";
+  if (c.planned_shapes != AllocatorConfig{}.planned_shapes) s += fmt::format(",planned_shapes:{}", c.planned_shapes);
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include "gpumem/alloc/planned_allocator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -29,7 +30,8 @@ std::size_t rounded(std::size_t bytes) { return (bytes + kPlanAlignment - 1) / k
 }  // namespace
 
 IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::vector<std::int64_t>& born,
-                             const std::vector<std::int64_t>& died, double solve_seconds) {
+                             const std::vector<std::int64_t>& died, double solve_seconds,
+                             const std::vector<std::int64_t>* pinned) {
   IterationPlan out;
   out.sizes = sizes;
   out.offsets.assign(sizes.size(), -1);
@@ -43,6 +45,7 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
     b.upper = died[k];
     b.size = static_cast<std::int64_t>(rounded(sizes[k]));
     b.alignment = static_cast<std::int64_t>(kPlanAlignment);
+    if (pinned && (*pinned)[k] >= 0) b.fixed_offset = (*pinned)[k];
     problem.buffers.push_back(std::move(b));
     index.push_back(k);
   }
@@ -174,7 +177,9 @@ void PlannedAllocator::retire_arena() {
 }
 
 bool PlannedAllocator::take_arena(std::size_t bytes) {
-  if (!arena_.live.empty() || arena_.bytes < bytes || (arena_.bytes > 0 && bytes == 0)) {
+  // The arena in force serves when it is large enough, even with blocks of
+  // this iteration in it: a planned range they hold is refused as busy.
+  if (arena_.bytes < bytes) {
     retire_arena();
     // What the cache served meanwhile is free again: give it to the device
     // before the arena takes its place.
@@ -196,16 +201,19 @@ bool PlannedAllocator::take_arena(std::size_t bytes) {
 }
 
 void PlannedAllocator::put_in_force(IterationPlan plan, bool new_shape) {
-  // A fresh arena, as large as the largest kept plan needs: the shapes that
-  // come back then switch plans without a device call.
+  // A fresh arena, as large as the largest kept plan needs (the one this
+  // plan replaces aside): the shapes that come back then switch plans
+  // without a device call.
   retire_arena();
+  cache_.empty_cache();
   plan_.reset();
   ++plan_id_;
   mode_ = Mode::kServing;
   if (new_shape) shape_in_force_ = SIZE_MAX;
+  const std::size_t replaced = shape_in_force_ != SIZE_MAX ? shape_in_force_ : shape_to_replace();
   std::size_t bytes = plan.arena;
   for (std::size_t k = 0; k < shapes_.size(); ++k)
-    if (k != shape_in_force_) bytes = std::max(bytes, shapes_[k].plan.arena);
+    if (k != replaced) bytes = std::max(bytes, shapes_[k].plan.arena);
   if (!take_arena(bytes)) return;
   plan_ = std::move(plan);
   cycles_.assign(plan_->sizes.size(), false);
@@ -213,18 +221,22 @@ void PlannedAllocator::put_in_force(IterationPlan plan, bool new_shape) {
   keep_shape();
 }
 
+std::size_t PlannedAllocator::shape_to_replace() const {
+  if (options_.max_shapes == 0 || shapes_.size() < options_.max_shapes) return SIZE_MAX;
+  // The one that served longest ago makes room.
+  return static_cast<std::size_t>(
+      std::min_element(shapes_.begin(), shapes_.end(),
+                       [](const Shape& a, const Shape& b) { return a.last_used < b.last_used; }) -
+      shapes_.begin());
+}
+
 void PlannedAllocator::keep_shape() {
-  if (options_.max_shapes == 0) return;
+  if (options_.max_shapes == 0 || plan_->sizes.empty()) return;
   if (shape_in_force_ == SIZE_MAX) {
-    if (shapes_.size() < options_.max_shapes) {
+    shape_in_force_ = shape_to_replace();
+    if (shape_in_force_ == SIZE_MAX) {
       shapes_.emplace_back();
       shape_in_force_ = shapes_.size() - 1;
-    } else {
-      // The one that served longest ago makes room.
-      shape_in_force_ = static_cast<std::size_t>(
-          std::min_element(shapes_.begin(), shapes_.end(),
-                           [](const Shape& a, const Shape& b) { return a.last_used < b.last_used; }) -
-          shapes_.begin());
     }
   }
   Shape& shape = shapes_[shape_in_force_];
@@ -249,13 +261,15 @@ void PlannedAllocator::diverged(std::size_t index, std::size_t bytes) {
       continue;
     if (best == SIZE_MAX || shapes_[k].last_used > shapes_[best].last_used) best = k;
   }
+  ++plan_id_;
   if (best != SIZE_MAX) {
     Shape& shape = shapes_[best];
-    ++plan_id_;
     ++stats_.shape_switches;
     shape.last_used = stats_.iterations;
     shape_in_force_ = best;
-    if (!take_arena(shape.plan.arena)) {
+    std::size_t largest = 0;  // an arena too small is replaced by one for every kept plan
+    for (const Shape& s : shapes_) largest = std::max(largest, s.plan.arena);
+    if (!take_arena(arena_.bytes >= shape.plan.arena ? shape.plan.arena : largest)) {
       plan_.reset();
       return;
     }
@@ -295,10 +309,10 @@ void PlannedAllocator::step() {
     put_in_force(std::move(given), /*new_shape=*/true);
   } else if (mode_ == Mode::kRecording) {
     recording_on_device_ = false;
+    const bool first_recording = std::exchange(first_recording_, false);
     if (overflowed_) {
       // Too long to plan: record the next one, through the cache.
-    } else if (options_.skip_set_up && stats_.recordings == 1 && observed_live_ > 0 &&
-               observed_live_ * 4 >= observed_peak_) {
+    } else if (options_.skip_set_up && first_recording && observed_live_ > 0 && observed_live_ * 4 >= observed_peak_) {
       begin_recording();  // set-up: plan the next iteration instead
     } else {
       plan_observed(/*new_shape=*/true);
@@ -317,7 +331,10 @@ void PlannedAllocator::step() {
     if (!plan_ || missed_this_iteration_ > 0 || unused || stayed_less_this_iteration_ > 0)
       plan_observed(/*new_shape=*/false);
   }
-  if (mode_ == Mode::kCaching) begin_recording();
+  if (mode_ == Mode::kCaching) {
+    first_recording_ = true;
+    begin_recording();
+  }
   observed_.clear();
   observed_ptrs_.clear();
   clock_ = 0;
@@ -332,14 +349,20 @@ void PlannedAllocator::step() {
 
 void PlannedAllocator::plan_observed(bool new_shape) {
   std::vector<std::size_t> sizes;
-  std::vector<std::int64_t> born, died;
+  std::vector<std::int64_t> born, died, pinned;
+  // Requests on other streams are never served from a plan: they are no
+  // part of it (and no entry of it to go unused). The first requests keep
+  // the places the arena gave them: shapes that start alike then place
+  // their start alike, and switch plans without a conflict.
   for (const Recorded& r : observed_) {
+    if (!r.plannable) continue;
     sizes.push_back(r.size);
     born.push_back(r.born);
-    died.push_back(r.plannable ? r.died : -1);
+    died.push_back(r.died);
+    pinned.push_back(r.died > r.born ? r.offset : -1);
   }
   ++stats_.plans;
-  put_in_force(plan_iteration(sizes, born, died, options_.solve_seconds), new_shape);
+  put_in_force(plan_iteration(sizes, born, died, options_.solve_seconds, &pinned), new_shape);
 }
 
 void PlannedAllocator::use_plan(IterationPlan plan) {
@@ -393,6 +416,18 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
   // was the plan's request at its position: a first difference early in
   // the iteration is a different shape.
   const std::size_t index = planned_stream ? requests_this_iteration_++ : SIZE_MAX;
+  try {
+    return allocate_locked(bytes, stream, index);
+  } catch (...) {
+    // A retry of this request is the same request, at the same place.
+    if (planned_stream) --requests_this_iteration_;
+    throw;
+  }
+}
+
+void* PlannedAllocator::allocate_locked(std::size_t bytes, StreamId stream, std::size_t index) {
+  const bool planned_stream = index != SIZE_MAX;
+  const std::size_t cursor_before = cursor_;
   if (mode_ == Mode::kServing && plan_ && planned_stream && index == cursor_ && index < kShapeWindow &&
       options_.max_shapes > 0 && (index >= plan_->sizes.size() || plan_->sizes[index] != bytes))
     diverged(index, bytes);
@@ -438,6 +473,7 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
         p = allocate_from_device(bytes, stream, kept_entry);
       } catch (const OutOfMemoryError&) {
         used_[kept_entry] = false;  // a retry may still take it
+        cursor_ = cursor_before;
         throw;
       }
     }
@@ -463,7 +499,8 @@ void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
       observed_.clear();
       observed_ptrs_.clear();
     } else {
-      observed_.push_back({bytes, clock_++, -1, planned_stream});
+      const bool in_arena = planned_stream && index < kShapeWindow && arena_.holds(p);
+      observed_.push_back({bytes, clock_++, -1, planned_stream, in_arena ? static_cast<char*>(p) - arena_.base : -1});
       observed_ptrs_[p] = observed_.size() - 1;
       observed_live_ += static_cast<std::int64_t>(bytes);
       observed_peak_ = std::max(observed_peak_, observed_live_);

@@ -93,6 +93,12 @@ TEST(AllocatorConfig, PlannedIsAKeyAPresetKeeps) {
   EXPECT_FALSE(c.release_before_new_peak) << "the preset still applies";
   EXPECT_TRUE(parse_allocator_config(to_string(c)).planned);
   EXPECT_NE(error_of("planned:maybe").find("planned"), std::string::npos);
+  EXPECT_EQ(parse_allocator_config("").planned_shapes, 8u);
+  const AllocatorConfig shapes = parse_allocator_config("planned_shapes:3,preset:gpumem");
+  EXPECT_EQ(shapes.planned_shapes, 3u) << "a preset keeps it";
+  EXPECT_EQ(parse_allocator_config(to_string(shapes)).planned_shapes, 3u);
+  EXPECT_NE(error_of("planned_shapes:1025").find("planned_shapes is 1025"), std::string::npos)
+      << error_of("planned_shapes:1025");
 }
 
 TEST(AllocatorConfig, ErrorsNameTheKey) {

@@ -62,6 +62,9 @@ struct AllocatorConfig {
   // with gpumem_step() from a plan of one recorded iteration. A preset
   // leaves it as it was.
   bool planned = false;
+  // ... keeping plans for up to this many shapes of iteration (inference at
+  // changing batch sizes; PlannedOptions::max_shapes). A preset leaves it.
+  std::size_t planned_shapes = 8;
 
   // gpumem's defaults: PyTorch's sizes plus the high-water guard.
   static AllocatorConfig gpumem_defaults() { return {}; }
@@ -101,7 +104,7 @@ void validate(const AllocatorConfig& config);
 // release_before_new_peak, round_bytes, small_size_mb, small_segment_mb,
 // large_segment_mb, min_large_alloc_mb, large_round_mb,
 // large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms,
-// planned (true/false). Unknown keys,
+// planned (true/false), planned_shapes. Unknown keys,
 // values that do not parse, and a result that fails validate() throw
 // InputError naming the key.
 AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig base = {});

@@ -80,11 +80,16 @@ struct PlannedOptions {
   // do that, so the next one is recorded too and planned instead.
   bool skip_set_up = true;
   // Plans kept for iterations of different shapes (inference at changing
-  // batch sizes or sequence lengths), told apart by their first request's
-  // size. An iteration whose first request matches a kept plan is served by
-  // it, in the arena in force when that is large enough and unused; one that
-  // matches none is a new shape, recorded (the arena given back first) and
-  // planned. 1: one plan, re-planned whenever the iteration changes.
+  // batch sizes or sequence lengths), told apart by their first requests in
+  // order. When one of an iteration's first 16 requests differs from the
+  // plan in force while the ones before it followed the plan, the kept plan
+  // that starts like this iteration takes over, in the arena in force when
+  // that is large enough (the arena is made as large as the largest kept
+  // plan needs); when none does, the iteration is a new shape, recorded (the
+  // arena given back first) and planned, and the plan that served longest
+  // ago makes room. 0: no shapes told apart (one plan, made again at the
+  // step() after an iteration that differs); 1: each different iteration
+  // is recorded anew.
   std::size_t max_shapes = 8;
   // An iteration longer than this many requests is not observed further and
   // not planned (a caller that never calls step() again records nothing
@@ -104,7 +109,7 @@ struct PlannedStats {
   std::size_t device_bytes = 0;      // bytes held in such allocations now
   std::uint64_t arena_refused = 0;   // plans whose arena the device had no room for (the cache served instead)
   std::uint64_t recordings = 0;      // iterations recorded: the first, after set-up, each new shape
-  std::uint64_t shape_switches = 0;  // iterations served by another kept plan than the last one's
+  std::uint64_t shape_switches = 0;  // switches to another kept plan, early in an iteration
   std::size_t shapes = 0;            // plans kept (max_shapes at most)
 };
 
@@ -116,8 +121,9 @@ class PlannedAllocator final : public MemoryResource {
   PlannedAllocator(const PlannedAllocator&) = delete;
   PlannedAllocator& operator=(const PlannedAllocator&) = delete;
 
-  // An iteration begins. The first call starts a recording; the one after a
-  // recording puts its plan in force.
+  // An iteration begins. The first call starts a recording; a later one
+  // puts the plan of a recorded iteration in force (after the set-up
+  // iteration, the next one's).
   void step();
   // Serve from `plan` from the next step() on, without recording first (a
   // plan written earlier, e.g. from `gpumem plan` over a recorded trace).
@@ -141,8 +147,9 @@ class PlannedAllocator final : public MemoryResource {
   struct Recorded {
     std::size_t size = 0;
     std::int64_t born = 0;
-    std::int64_t died = -1;  // -1: still live at the iteration's end
-    bool plannable = true;   // on the planned stream
+    std::int64_t died = -1;    // -1: still live at the iteration's end
+    bool plannable = true;     // on the planned stream
+    std::int64_t offset = -1;  // where the arena in force served it, among an iteration's first requests
   };
 
   struct Arena {
@@ -164,8 +171,13 @@ class PlannedAllocator final : public MemoryResource {
   // the plan: the kept plan that goes on like it, or a new recording.
   void diverged(std::size_t index, std::size_t bytes);
   void* fill_gap(std::size_t bytes);  // a free gap of the arena, or nullptr
-  void keep_shape();                  // the plan in force joins (or updates) the kept ones
-  void retire_arena();                // the arena in force goes; freed now or when its last block is
+  // do_allocate() under the lock; `index`: the request's place among the
+  // iteration's on the planned stream (SIZE_MAX: another stream).
+  void* allocate_locked(std::size_t bytes, StreamId stream, std::size_t index);
+  // The kept plan a new shape's plan replaces (SIZE_MAX: there is room).
+  std::size_t shape_to_replace() const;
+  void keep_shape();    // the plan in force joins (or updates) the kept ones
+  void retire_arena();  // the arena in force goes; freed now or when its last block is
   void free_arena(Arena& arena);
   bool take_range(std::int64_t offset, std::int64_t end);
   void observe_free(void* ptr);
@@ -195,7 +207,8 @@ class PlannedAllocator final : public MemoryResource {
   };
   std::unordered_map<void*, DeviceBlock> from_device_;  // record_from_device's blocks
   std::uint64_t plan_id_ = 0;                           // plans put in force
-  bool recording_on_device_ = false;                    // the first recording, while record_from_device
+  bool recording_on_device_ = false;                    // a recording within max_from_device, while record_from_device
+  bool first_recording_ = false;                        // the recording under way is the first (set-up is judged on it)
   // Entries expected to outlive the iteration whose block was freed in the
   // next one (gradients freed by zero_grad(set_to_none=True)): they come
   // back every iteration, so the cache serves them, not a device call each.
@@ -232,7 +245,9 @@ IterationPlan iteration_plan_from_json(std::string_view text, const std::string&
 // The plan of one iteration's requests given as (size, born, died) with
 // died -1 for those that outlive it: what PlannedAllocator computes when a
 // recording ends, for tools that plan ahead of time.
+// `pinned` (optional, one per request): an offset the plan must keep, or -1.
 IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::vector<std::int64_t>& born,
-                             const std::vector<std::int64_t>& died, double solve_seconds);
+                             const std::vector<std::int64_t>& died, double solve_seconds,
+                             const std::vector<std::int64_t>* pinned = nullptr);
 
 }  // namespace gpumem::alloc
