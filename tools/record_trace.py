@@ -24,6 +24,8 @@ under PyTorch's profiler with profile_memory on:
   vit_b16_adamw_2iter.json.gz  (--only vit_b16) torchvision's ViT-B/16
                           (10 classes), batch 2 at 224x224, AdamW: 2
                           iterations
+  vit_b16_adamw_3iter.json.gz  (--only vit_b16_3iter) the same, 3
+                          iterations, each a "ProfilerStep#N" range
   bert_infer_dynamic.json.gz  (--only inference) a BERT-base-sized
                           encoder (12 layers, d_model 768, 12 heads, fp32),
                           built inside the recording, then inference under
@@ -327,7 +329,7 @@ def leaky_mlp_step():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16", "inference"],
+    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16", "vit_b16_3iter", "inference"],
                         help="record one newer trace only (see below)")
     parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
                         help="output directory (default: tests/data/traces)")
@@ -349,6 +351,12 @@ def main():
         # Two iterations: the first also creates AdamW's state.
         write_trace(os.path.join(out, "vit_b16_adamw_2iter.json.gz"), record(vit_step(), 2),
                     "ViT-B/16 training, batch 2, AdamW, 2 iterations")
+        return 0
+    if args.only == "vit_b16_3iter":
+        # Three iterations, each a ProfilerStep: the first creates AdamW's
+        # state, so planned mode records the second and plans the third.
+        write_trace(os.path.join(out, "vit_b16_adamw_3iter.json.gz"), record(vit_step(), 3, profiler_steps=True),
+                    "ViT-B/16 training, batch 2, AdamW, 3 iterations")
         return 0
     if args.only == "inference":
         write_trace(os.path.join(out, "bert_infer_dynamic.json.gz"), record(bert_inference_step(), len(BERT_SHAPES), profiler_steps=True),
