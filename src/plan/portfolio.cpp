@@ -85,7 +85,12 @@ SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& memb
       // seeded differently.
       const Strategy& st = kStrategies[attempt % kStrategies.size()];
       const uint64_t pass = attempt / kStrategies.size();
-      SkylineSearch search(problem, members, st.order, st.focus, pass, st.mirrored, st.preference);
+      // Every fourth attempt filters candidates by the floor's tiling (the
+      // first included): it finds some perfect packings in a second that
+      // are out of reach without it, and loses others. The share was
+      // chosen on the ten perfect packings of bench/perfect_packings.cpp.
+      const bool tiling = attempt % 4 == 0;
+      SkylineSearch search(problem, members, st.order, st.focus, pass, st.mirrored, st.preference, tiling);
       search.share_failures(&failed);
       SearchBudget budget;
       budget.deadline = options.deadline;

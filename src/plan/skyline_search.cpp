@@ -58,9 +58,9 @@ StateKey placed_key(int buffer) { return key_of(3, static_cast<uint64_t>(buffer)
 
 }  // namespace
 
-SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order,
-                             Focus focus, uint64_t seed, bool mirror, Preference preference)
-    : focus_(focus), seed_(seed), preference_(preference) {
+SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order, Focus focus,
+                             uint64_t seed, bool mirror, Preference preference, bool tiling)
+    : focus_(focus), seed_(seed), preference_(preference), tiling_(tiling) {
   const auto& b = problem.buffers;
   const Sections sections(problem, members);
   sections_ = sections.count();
@@ -117,7 +117,9 @@ SkylineSearch::SkylineSearch(const Problem& problem, const std::vector<int>& mem
   section_key_.resize(sections_);
   for (size_t k = 0; k < sections_; ++k) section_key_[k] = mirror ? sections_ - 1 - k : k;
   covering_.assign(sections_, {});
+  starting_.assign(sections_, {});
   for (size_t k = 0; k < items_.size(); ++k) {
+    starting_[static_cast<size_t>(items_[k].first_section)].push_back(static_cast<int>(k));
     for (int s = items_[k].first_section; s < items_[k].end_section; ++s) {
       covering_[static_cast<size_t>(s)].push_back(static_cast<int>(k));
     }
@@ -210,6 +212,66 @@ bool SkylineSearch::release_bound() {
   return true;
 }
 
+bool SkylineSearch::rests_at_level(int k) const {
+  const Item& it = items_[static_cast<size_t>(k)];
+  return offset_[static_cast<size_t>(k)] < 0 && floor_max_[static_cast<size_t>(k)] == level_ &&
+         empty_before_[static_cast<size_t>(it.end_section)] == empty_before_[static_cast<size_t>(it.first_section)];
+}
+
+bool SkylineSearch::floor_tileable(int64_t h) {
+  // A floor point at h without slack cannot stay empty, and only a buffer
+  // placed at h can cover it: one whose whole lifetime lies in the run of
+  // sections around the point where a buffer can sit at h. Buffers at one height cannot
+  // overlap in time, so in each run the points without slack must be
+  // covered by lifetimes laid end to end: a path through the run that
+  // steps one section over a point with slack or one lifetime at a time.
+  // (Perfect packings have no slack anywhere: a run's floor is then tiled
+  // exactly, and one wrong buffer below makes it impossible long before the
+  // search would find out.)
+  // A run: sections where a buffer can sit at h, open at h or left empty
+  // lower down (a buffer at h passes over that empty point).
+  auto in_run = [&](size_t s) { return remaining_[s] != 0 && floor_[s] <= h && !(closed_[s] && floor_[s] == h); };
+  auto must_cover = [&](size_t s) { return h + granularity_ + remaining_[s] > capacity_; };
+  for (size_t a = 0; a < sections_;) {
+    if (!in_run(a)) {
+      ++a;
+      continue;
+    }
+    size_t b = a;
+    bool any_tight = false;
+    while (b < sections_ && in_run(b)) any_tight |= must_cover(b++);
+    if (!any_tight) {
+      std::fill(tiles_from_.begin() + static_cast<std::ptrdiff_t>(a),
+                tiles_from_.begin() + static_cast<std::ptrdiff_t>(b) + 1, 1);
+      std::fill(tiles_to_.begin() + static_cast<std::ptrdiff_t>(a),
+                tiles_to_.begin() + static_cast<std::ptrdiff_t>(b) + 1, 1);
+      a = b;
+      continue;
+    }
+    tiles_to_[b] = 1;
+    for (size_t s = b; s-- > a;) {
+      char ok = !must_cover(s) && tiles_to_[s + 1];
+      for (int k : starting_[s]) {
+        if (ok) break;
+        if (rests_at_level(k)) ok = tiles_to_[static_cast<size_t>(items_[static_cast<size_t>(k)].end_section)];
+      }
+      tiles_to_[s] = ok;
+    }
+    if (!tiles_to_[a]) return false;
+    std::fill(tiles_from_.begin() + static_cast<std::ptrdiff_t>(a),
+              tiles_from_.begin() + static_cast<std::ptrdiff_t>(b) + 1, 0);
+    tiles_from_[a] = 1;
+    for (size_t s = a; s < b; ++s) {
+      if (!tiles_from_[s]) continue;
+      if (!must_cover(s)) tiles_from_[s + 1] = 1;
+      for (int k : starting_[s])
+        if (rests_at_level(k)) tiles_from_[static_cast<size_t>(items_[static_cast<size_t>(k)].end_section)] = 1;
+    }
+    a = b;
+  }
+  return true;
+}
+
 SearchStatus SkylineSearch::dfs() {
   ++budget_->nodes;
   if (budget_->exhausted()) return SearchStatus::Limit;
@@ -277,11 +339,15 @@ SearchStatus SkylineSearch::dfs() {
 
   // Any section at level h may be decided first; take the one with the
   // fewest ways to fill its floor point (fail first). None: a dead end.
+  if (tiling_ && !floor_tileable(h)) return SearchStatus::Infeasible;
+  // A buffer fits at h when it can rest there, its identical twin before it
+  // is placed, and (tiling_) it can be part of a tiling of its run's floor.
   auto fits_here = [&](int k) {
     const Item& it = items_[static_cast<size_t>(k)];
-    if (offset_[static_cast<size_t>(k)] >= 0 || floor_max_[static_cast<size_t>(k)] != h) return false;
+    if (!rests_at_level(k)) return false;
     if (it.twin_before >= 0 && offset_[static_cast<size_t>(it.twin_before)] < 0) return false;
-    return empty_before_[static_cast<size_t>(it.end_section)] == empty_before_[static_cast<size_t>(it.first_section)];
+    return !tiling_ ||
+           (tiles_from_[static_cast<size_t>(it.first_section)] && tiles_to_[static_cast<size_t>(it.end_section)]);
   };
   int lowest = -1;
   int64_t fewest = 0;
@@ -325,8 +391,10 @@ SearchStatus SkylineSearch::dfs() {
         continue;
       }
       const int64_t f = floor_[static_cast<size_t>(side)];
-      if (f == top) score += 3;
-      else if (f > h) score += 1;
+      if (f == top)
+        score += 3;
+      else if (f > h)
+        score += 1;
     }
     order.push_back({-score, it.rank, k});
   }
@@ -380,6 +448,8 @@ SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::ve
   stacked_.assign(sections_, 0);
   by_release_.reserve(items_.size());
   empty_before_.assign(sections_ + 1, 0);
+  tiles_from_.assign(sections_ + 1, 0);
+  tiles_to_.assign(sections_ + 1, 0);
   scratch_.assign(items_.size() * 2 + sections_ + 2, {});
   unplaced_ = static_cast<int>(items_.size());
   for (const Item& it : items_) {

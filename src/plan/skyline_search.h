@@ -107,8 +107,13 @@ class SkylineSearch {
   // `seed` perturbs the order among buffers the rank leaves equal, so that
   // restarts explore different trees; seed 0 keeps the plain order.
   // `mirror` runs time backwards (the same plans, found in another order).
+  // `tiling`: candidates are only buffers that can be part of a tiling of
+  // their run's floor, and sections are ranked by those (a dead end pruned
+  // either way; this changes the choices, which helps on some perfect
+  // packings and hurts on others).
   SkylineSearch(const Problem& problem, const std::vector<int>& members, RankOrder order, Focus focus,
-                uint64_t seed = 0, bool mirror = false, Preference preference = Preference::Flattest);
+                uint64_t seed = 0, bool mirror = false, Preference preference = Preference::Flattest,
+                bool tiling = false);
 
   // Shares failures with other searches of the same members and capacity.
   void share_failures(FailedStates* failed) { failed_ = failed; }
@@ -126,12 +131,18 @@ class SkylineSearch {
 
   SearchStatus dfs();
   bool release_bound();
+  // Whether the floor points at level h that cannot stay empty can be
+  // covered by buffers resting at h, one after another in time; fills
+  // tiles_from_/tiles_to_ for the candidates' check (skyline_search.cpp).
+  bool floor_tileable(int64_t h);
+  bool rests_at_level(int k) const;
   void place(int item, int64_t offset);
   void undo(size_t mark);
 
   Focus focus_;
   uint64_t seed_;
   Preference preference_;
+  bool tiling_;
   FailedStates* failed_ = nullptr;
   std::vector<uint64_t> section_key_;  // per section: the same key whichever way time runs
   StateKey hash_;                      // of the current state
@@ -139,6 +150,7 @@ class SkylineSearch {
   int64_t checked_level_ = -1;         // the level the last release check ran at
   std::vector<Item> items_;
   std::vector<std::vector<int>> covering_;   // section -> items alive there, by rank
+  std::vector<std::vector<int>> starting_;   // section -> items whose lifetime begins there
   std::vector<std::vector<int>> conflicts_;  // item -> items alive at the same time
   size_t sections_ = 0;
   int64_t granularity_ = 1;
@@ -159,10 +171,14 @@ class SkylineSearch {
   std::vector<Change> trail_;
   std::vector<std::vector<std::tuple<int, int, int>>> scratch_;  // per depth: candidates by (-score, rank, item)
   int depth_ = 0;
-  int64_t level_ = 0;  // the current lowest open floor
+  int64_t level_ = 0;                                // the current lowest open floor
   std::vector<std::pair<int64_t, int>> by_release_;  // scratch: (release, item)
   std::vector<int64_t> stacked_;                     // scratch, per section
   std::vector<int> empty_before_;                    // scratch, per section + 1: points left empty at h before it
+  // Scratch, per section + 1, within each run of sections at the level: the
+  // points that must be covered from the run's start up to this section
+  // can be (tiles_from_), and those from here to the run's end (tiles_to_).
+  std::vector<char> tiles_from_, tiles_to_;
   int unplaced_ = 0;
 };
 

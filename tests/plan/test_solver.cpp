@@ -8,9 +8,9 @@
 #include "gpumem/common/error.h"
 #include "gpumem/plan/solver.h"
 #include "gpumem/plan/validate.h"
+#include "plan/brute_force.h"
 #include "plan/conflicts.h"
 #include "plan/heuristic.h"
-#include "plan/brute_force.h"
 #include "plan/plan_instances.h"
 #include "plan/skyline_search.h"
 
@@ -33,7 +33,10 @@ int64_t brute_force(const Problem& p) {
 
 TEST(Solver, MiniMallocReadmeExamplePacksAtItsLowerBound) {
   Problem p;
-  p.buffers = {{"b1", 0, 3, 4, 1, {}}, {"b2", 3, 9, 4, 1, {}}, {"b3", 0, 9, 4, 1, {}}, {"b4", 9, 21, 4, 1, {}},
+  p.buffers = {{"b1", 0, 3, 4, 1, {}},
+               {"b2", 3, 9, 4, 1, {}},
+               {"b3", 0, 9, 4, 1, {}},
+               {"b4", 9, 21, 4, 1, {}},
                {"b5", 0, 21, 4, 1, {}}};
   const SolveResult r = solve(p, exact());
   EXPECT_EQ(r.lower_bound, 12);
@@ -57,6 +60,43 @@ TEST(Solver, ExactEqualsBruteForceOnTinyInstances) {
     above_bound += r.plan.arena > r.lower_bound;
   }
   EXPECT_GT(above_bound, 0);  // the set includes instances whose optimum exceeds the lower bound
+}
+
+// The floor-tiling filter (SkylineSearch's `tiling`) drops candidates and
+// prunes states; it must decide every capacity as the search without it
+// does: the same answer, fits or not, on random instances at every capacity
+// from the lower bound to the optimum, and on rectangle cuts at their height.
+TEST(SkylineSearch, TheFloorTilingFilterDecidesAsTheSearchWithoutIt) {
+  std::mt19937_64 rng(7);
+  int tight = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    const bool cut = trial % 4 == 0;
+    const Problem p = cut ? test::rectangle_cut(rng, 3 + static_cast<int>(rng() % 6), 8, 12)
+                          : test::random_problem(rng, 2 + static_cast<int>(rng() % 6), 6, 5);
+    std::vector<int> members(p.buffers.size());
+    for (size_t i = 0; i < members.size(); ++i) members[i] = static_cast<int>(i);
+    const int64_t optimum = brute_force(p);
+    for (int64_t capacity = lower_bound(p); capacity <= optimum; ++capacity) {
+      for (const detail::Focus focus :
+           {detail::Focus::FewestWays, detail::Focus::TightFirst, detail::Focus::LeastSlack})
+        for (const bool mirrored : {false, true}) {
+          detail::SearchStatus answer[2];
+          for (const bool tiling : {false, true}) {
+            detail::SkylineSearch search(p, members, detail::RankOrder::Size, focus, 0, mirrored,
+                                         detail::Preference::Flattest, tiling);
+            detail::SearchBudget budget;
+            budget.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            std::vector<int64_t> offsets(p.buffers.size(), -1);
+            answer[tiling] = search.find(capacity, budget, offsets);
+            if (answer[tiling] == detail::SearchStatus::Found) ASSERT_FALSE(validate(p, offsets)) << "trial " << trial;
+          }
+          ASSERT_EQ(answer[0], answer[1]) << "trial " << trial << ", capacity " << capacity;
+          ASSERT_EQ(answer[0] == detail::SearchStatus::Found, capacity == optimum) << "trial " << trial;
+        }
+      tight += capacity == lower_bound(p);
+    }
+  }
+  EXPECT_GT(tight, 100);
 }
 
 TEST(Solver, ExactNeverLosesToTheHeuristicsAndEveryPlanValidates) {
