@@ -113,6 +113,12 @@ GPUMEM_API gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint6
  * iteration); 0 when the allocator is not planned. Neither the cache's
  * statistics nor the arena count them. */
 GPUMEM_API gpumem_status gpumem_planned_device_bytes(gpumem_allocator* allocator, size_t* bytes);
+/* Planned mode's shapes: iterations recorded (the first, the one after a
+ * set-up iteration, each new shape's), switches to another kept plan early
+ * in an iteration, and the plans kept (at most "planned_shapes"); all 0
+ * when the allocator is not planned. Any of the pointers may be NULL. */
+GPUMEM_API gpumem_status gpumem_planned_shapes(gpumem_allocator* allocator, uint64_t* recordings,
+                                               uint64_t* shape_switches, size_t* shapes);
 /* Waits for pending frees, then gives every fully free cached segment back. */
 GPUMEM_API gpumem_status gpumem_empty_cache(gpumem_allocator* allocator);
 /* Every peak statistic starts again from its current value. */

@@ -140,6 +140,12 @@ void check_buffer(const char* buffer, std::size_t size) {
   if (buffer == nullptr && size > 0) throw InputError("buffer is NULL but size is not 0");
 }
 
+// Planned mode's counts, all 0 for an allocator that is not planned.
+gpumem::alloc::PlannedStats planned_stats_of(gpumem_allocator* allocator) {
+  allocator_of(allocator);
+  return allocator->planned ? allocator->planned->planned_stats() : gpumem::alloc::PlannedStats{};
+}
+
 }  // namespace
 
 extern "C" {
@@ -303,9 +309,7 @@ gpumem_status gpumem_use_plan_file(gpumem_allocator* allocator, const char* path
 gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint64_t* planned, uint64_t* missed,
                                    size_t* arena_bytes) {
   return guarded(__func__, [&] {
-    allocator_of(allocator);
-    const gpumem::alloc::PlannedStats s =
-        allocator->planned ? allocator->planned->planned_stats() : gpumem::alloc::PlannedStats{};
+    const gpumem::alloc::PlannedStats s = planned_stats_of(allocator);
     if (planned) *planned = s.planned;
     if (missed) *missed = s.missed;
     if (arena_bytes) *arena_bytes = s.arena_bytes;
@@ -314,9 +318,18 @@ gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint64_t* planne
 
 gpumem_status gpumem_planned_device_bytes(gpumem_allocator* allocator, size_t* bytes) {
   return guarded(__func__, [&] {
-    allocator_of(allocator);
     require(bytes, "bytes");
-    *bytes = allocator->planned ? allocator->planned->planned_stats().device_bytes : 0;
+    *bytes = planned_stats_of(allocator).device_bytes;
+  });
+}
+
+gpumem_status gpumem_planned_shapes(gpumem_allocator* allocator, uint64_t* recordings, uint64_t* shape_switches,
+                                    size_t* shapes) {
+  return guarded(__func__, [&] {
+    const gpumem::alloc::PlannedStats s = planned_stats_of(allocator);
+    if (recordings) *recordings = s.recordings;
+    if (shape_switches) *shape_switches = s.shape_switches;
+    if (shapes) *shapes = s.shapes;
   });
 }
 

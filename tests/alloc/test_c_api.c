@@ -162,6 +162,12 @@ static void test_planned(gpumem_device* device) {
   CHECK(planned == 9); /* iterations 2 to 4, three requests each */
   CHECK(missed == 0);
   CHECK(arena == 6 * kMiB); /* the three live at once */
+  uint64_t recordings = 0, switches = 1;
+  size_t shapes = 0;
+  CHECK_STATUS(gpumem_planned_shapes(a, &recordings, &switches, &shapes), GPUMEM_OK);
+  CHECK(recordings == 1); /* nothing outlives the first iteration: no set-up */
+  CHECK(switches == 0);
+  CHECK(shapes == 1);
   int on_stack = 0;
   CHECK_STATUS(gpumem_free(a, &on_stack, 0), GPUMEM_ERROR_INVALID_POINTER);
   CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
@@ -196,6 +202,8 @@ static void test_planned(gpumem_device* device) {
   CHECK_STATUS(gpumem_step(a), GPUMEM_OK);
   CHECK_STATUS(gpumem_planned_stats(a, &planned, NULL, NULL), GPUMEM_OK);
   CHECK(planned == 0);
+  CHECK_STATUS(gpumem_planned_shapes(a, &recordings, NULL, &shapes), GPUMEM_OK);
+  CHECK(recordings == 0 && shapes == 0);
   CHECK_STATUS(gpumem_use_plan_file(a, "any.json"), GPUMEM_ERROR_INVALID_ARGUMENT);
   CHECK(contains(gpumem_last_error(), "planned:true"));
   CHECK_STATUS(gpumem_allocator_destroy(a), GPUMEM_OK);
