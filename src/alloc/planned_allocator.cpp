@@ -211,14 +211,18 @@ void PlannedAllocator::put_in_force(IterationPlan plan, bool new_shape) {
   mode_ = Mode::kServing;
   if (new_shape) shape_in_force_ = SIZE_MAX;
   const std::size_t replaced = shape_in_force_ != SIZE_MAX ? shape_in_force_ : shape_to_replace();
-  std::size_t bytes = plan.arena;
-  for (std::size_t k = 0; k < shapes_.size(); ++k)
-    if (k != replaced) bytes = std::max(bytes, shapes_[k].plan.arena);
-  if (!take_arena(bytes)) return;
+  if (!take_arena(std::max(plan.arena, largest_kept_arena(replaced)))) return;
   plan_ = std::move(plan);
   cycles_.assign(plan_->sizes.size(), false);
   used_.assign(plan_->sizes.size(), false);
   keep_shape();
+}
+
+std::size_t PlannedAllocator::largest_kept_arena(std::size_t except) const {
+  std::size_t bytes = 0;
+  for (std::size_t k = 0; k < shapes_.size(); ++k)
+    if (k != except) bytes = std::max(bytes, shapes_[k].plan.arena);
+  return bytes;
 }
 
 std::size_t PlannedAllocator::shape_to_replace() const {
@@ -267,9 +271,8 @@ void PlannedAllocator::diverged(std::size_t index, std::size_t bytes) {
     ++stats_.shape_switches;
     shape.last_used = stats_.iterations;
     shape_in_force_ = best;
-    std::size_t largest = 0;  // an arena too small is replaced by one for every kept plan
-    for (const Shape& s : shapes_) largest = std::max(largest, s.plan.arena);
-    if (!take_arena(arena_.bytes >= shape.plan.arena ? shape.plan.arena : largest)) {
+    // An arena too small is replaced by one for every kept plan.
+    if (!take_arena(arena_.bytes >= shape.plan.arena ? shape.plan.arena : largest_kept_arena(SIZE_MAX))) {
       plan_.reset();
       return;
     }

@@ -176,6 +176,8 @@ class PlannedAllocator final : public MemoryResource {
   void* allocate_locked(std::size_t bytes, StreamId stream, std::size_t index);
   // The kept plan a new shape's plan replaces (SIZE_MAX: there is room).
   std::size_t shape_to_replace() const;
+  // The largest arena a kept plan needs, the one at `except` aside.
+  std::size_t largest_kept_arena(std::size_t except) const;
   void keep_shape();    // the plan in force joins (or updates) the kept ones
   void retire_arena();  // the arena in force goes; freed now or when its last block is
   void free_arena(Arena& arena);
