@@ -329,7 +329,8 @@ def leaky_mlp_step():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16", "vit_b16_3iter", "inference"],
+    parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16", "vit_b16_3iter", "inference",
+                                           "transformer_4iter"],
                         help="record one newer trace only (see below)")
     parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
                         help="output directory (default: tests/data/traces)")
@@ -357,6 +358,15 @@ def main():
         # state, so planned mode records the second and plans the third.
         write_trace(os.path.join(out, "vit_b16_adamw_3iter.json.gz"), record(vit_step(), 3, profiler_steps=True),
                     "ViT-B/16 training, batch 2, AdamW, 3 iterations")
+        return 0
+    if args.only == "transformer_4iter":
+        # The small transformer, four iterations, each a ProfilerStep: most
+        # of its requests are 4 to 256 bytes (Adam's step counters, the
+        # loss), so what planned mode does with small requests shows in the
+        # plan that serves the third and fourth.
+        write_trace(os.path.join(out, "transformer_adam_4iter.json.gz"),
+                    record(transformer_step(), 4, profiler_steps=True),
+                    "transformer encoder training, Adam, 4 iterations")
         return 0
     if args.only == "inference":
         write_trace(os.path.join(out, "bert_infer_dynamic.json.gz"), record(bert_inference_step(), len(BERT_SHAPES), profiler_steps=True),
