@@ -110,8 +110,9 @@ GPUMEM_API gpumem_status gpumem_planned_stats(gpumem_allocator* allocator, uint6
                                               size_t* arena_bytes);
 /* Planned mode: the bytes held now in device allocations of their own (the
  * recorded iteration's requests, and those the plan expects to outlive their
- * iteration); 0 when the allocator is not planned. Neither the cache's
- * statistics nor the arena count them. */
+ * iteration; those under 512 bytes share 4 KiB chunks, counted whole); 0
+ * when the allocator is not planned. Neither the cache's statistics nor the
+ * arena count them. */
 GPUMEM_API gpumem_status gpumem_planned_device_bytes(gpumem_allocator* allocator, size_t* bytes);
 /* Planned mode's shapes: iterations recorded (the first, the one after a
  * set-up iteration, each new shape's), switches to another kept plan early

@@ -3,11 +3,13 @@
 #include "gpumem/alloc/planned_allocator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "alloc/small_slots.h"
 #include "gpumem/common/error.h"
 #include "gpumem/plan/problem.h"
 #include "gpumem/plan/solver.h"
@@ -17,7 +19,11 @@ namespace {
 
 // Offsets are multiples of this, and sizes rounded up to it: the caching
 // allocator's own rounding, so a planned block is as aligned as a cached one.
+// Requests under 512 bytes take 128 (small_slots.h says why).
 constexpr std::size_t kPlanAlignment = 512;
+std::size_t alignment_of(std::size_t bytes) {
+  return bytes <= detail::SmallSlots::kLargest ? detail::SmallSlots::kSlot : kPlanAlignment;
+}
 
 // A different shape (batch size, sequence length) shows early in an
 // iteration, where its input is allocated: the first difference from the
@@ -25,7 +31,10 @@ constexpr std::size_t kPlanAlignment = 512;
 // shape changed a little, which the plan's matching absorbs.
 constexpr std::size_t kShapeWindow = 16;
 
-std::size_t rounded(std::size_t bytes) { return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
+std::size_t rounded(std::size_t bytes) {
+  const std::size_t alignment = alignment_of(bytes);
+  return (bytes + alignment - 1) / alignment * alignment;
+}
 
 }  // namespace
 
@@ -35,8 +44,16 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
   IterationPlan out;
   out.sizes = sizes;
   out.offsets.assign(sizes.size(), -1);
-  plan::Problem problem;
-  std::vector<std::size_t> index;  // buffer -> request
+  // Two passes, so that the requests of 512 bytes and more keep the
+  // skyline search (which needs one alignment that divides every size):
+  // they are planned first, with each pinned small request standing for
+  // the 512-byte-aligned stretch it lies in; then the small ones, at 128
+  // bytes, around them pinned where the first pass put them.
+  plan::Problem large, all;
+  std::vector<plan::Buffer> stretches;  // of pinned small requests
+  std::vector<std::size_t> index;       // buffer of `all` -> request
+  std::vector<int> large_of;            // buffer of `all` -> buffer of `large` (-1: small)
+  const auto aligned = static_cast<std::int64_t>(kPlanAlignment);
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     if (died[k] < 0 || died[k] <= born[k] || sizes[k] == 0) continue;
     plan::Buffer b;
@@ -44,15 +61,78 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
     b.lower = born[k];
     b.upper = died[k];
     b.size = static_cast<std::int64_t>(rounded(sizes[k]));
-    b.alignment = static_cast<std::int64_t>(kPlanAlignment);
+    b.alignment = static_cast<std::int64_t>(alignment_of(sizes[k]));
     if (pinned && (*pinned)[k] >= 0) b.fixed_offset = (*pinned)[k];
-    problem.buffers.push_back(std::move(b));
+    const bool small = b.alignment < aligned;
+    large_of.push_back(small ? -1 : static_cast<int>(large.buffers.size()));
+    if (!small) {
+      large.buffers.push_back(b);
+    } else if (b.fixed_offset) {
+      plan::Buffer stretch = b;
+      stretch.fixed_offset = *b.fixed_offset / aligned * aligned;
+      stretch.size = (*b.fixed_offset + b.size + aligned - 1) / aligned * aligned - *stretch.fixed_offset;
+      stretch.alignment = aligned;
+      stretches.push_back(std::move(stretch));
+    }
+    all.buffers.push_back(std::move(b));
     index.push_back(k);
   }
-  if (problem.buffers.empty()) return out;
+  if (all.buffers.empty()) return out;
+  // Whether two pinned buffers share a moment and a byte.
+  const auto meet = [](const plan::Buffer& x, const plan::Buffer& y) {
+    return x.lower < y.upper && y.lower < x.upper && *x.fixed_offset < *y.fixed_offset + y.size &&
+           *y.fixed_offset < *x.fixed_offset + x.size;
+  };
+  // Pinned small requests can share a stretch: those that meet in time and
+  // place become one, until none do (a handful, from an iteration's start).
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (std::size_t i = 0; i < stretches.size() && !merged; ++i) {
+      for (std::size_t j = i + 1; j < stretches.size() && !merged; ++j) {
+        plan::Buffer &x = stretches[i], &y = stretches[j];
+        if (!meet(x, y)) continue;
+        const std::int64_t x_at = *x.fixed_offset, y_at = *y.fixed_offset;
+        const std::int64_t at = std::min(x_at, y_at);
+        x.size = std::max(x_at + x.size, y_at + y.size) - at;
+        x.fixed_offset = at;
+        x.lower = std::min(x.lower, y.lower);
+        x.upper = std::max(x.upper, y.upper);
+        stretches.erase(stretches.begin() + static_cast<std::ptrdiff_t>(j));
+        merged = true;
+      }
+    }
+  }
+  // A merged stretch can meet a pinned larger request that none of its
+  // parts met: then one pass over all (slower to prove, never wrong).
+  bool one_pass = false;
+  for (const plan::Buffer& stretch : stretches)
+    for (const plan::Buffer& b : large.buffers) one_pass = one_pass || (b.fixed_offset && meet(stretch, b));
+  for (plan::Buffer& stretch : stretches) large.buffers.push_back(std::move(stretch));
   plan::SolveOptions solve;
   solve.time_limit_seconds = solve_seconds;
-  const plan::SolveResult result = plan::solve(problem, solve);
+  const auto started = std::chrono::steady_clock::now();
+  const bool mixed =
+      std::any_of(all.buffers.begin(), all.buffers.end(), [&](const plan::Buffer& b) { return b.alignment < aligned; });
+  plan::SolveResult result;
+  if (!mixed || one_pass) {
+    result = plan::solve(all, solve);
+  } else {
+    if (!large.buffers.empty()) {
+      const plan::SolveResult first = plan::solve(large, solve);
+      for (std::size_t i = 0; i < all.buffers.size(); ++i) {
+        plan::Buffer& b = all.buffers[i];
+        if (large_of[i] >= 0) b.fixed_offset = first.plan.offsets[static_cast<std::size_t>(large_of[i])];
+      }
+      // One budget for both passes: the small ones get what is left (the
+      // greedy start alone, when nothing is).
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      solve.time_limit_seconds = std::max(0.0, solve_seconds - spent);
+    }
+    result = plan::solve(all, solve);
+    // Optimal around the first pass's places, which bind no other plan: only
+    // an arena as small as the most live at once is proven.
+    result.optimal = result.plan.arena <= result.lower_bound;
+  }
   for (std::size_t i = 0; i < index.size(); ++i) out.offsets[index[i]] = result.plan.offsets[i];
   out.arena = static_cast<std::size_t>(result.plan.arena);
   out.proven_optimal = result.optimal;
@@ -62,7 +142,7 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
 std::string to_json(const IterationPlan& plan) {
   nlohmann::ordered_json j;
   j["format"] = "gpumem-iteration-plan";
-  j["version"] = 1;
+  j["version"] = 2;  // 2: a request under 512 bytes may sit at a multiple of 128
   j["arena_bytes"] = plan.arena;
   j["proven_optimal"] = plan.proven_optimal;
   auto& requests = j["requests"] = nlohmann::ordered_json::array();
@@ -89,9 +169,10 @@ void check_plan(const IterationPlan& plan, const std::string& name) {
     const std::int64_t offset = plan.offsets[k];
     if (size == 0 || size > static_cast<std::size_t>(kMaxArena))
       throw fail(fmt::format("request {}: size {} is not 1 to 2^50 bytes", k, size));
-    if (offset != -1 && (offset < 0 || offset % static_cast<std::int64_t>(kPlanAlignment) != 0 ||
+    if (offset != -1 && (offset < 0 || offset % static_cast<std::int64_t>(alignment_of(size)) != 0 ||
                          offset > arena - static_cast<std::int64_t>(rounded(size))))
-      throw fail(fmt::format("request {}: offset {} is not -1 or a multiple of 512 that fits the arena", k, offset));
+      throw fail(fmt::format("request {}: offset {} is not -1 or a multiple of {} that fits the arena", k, offset,
+                             alignment_of(size)));
   }
 }
 
@@ -103,8 +184,10 @@ IterationPlan iteration_plan_from_json(std::string_view text, const std::string&
   if (j.is_discarded() || !j.is_object()) throw fail("not a JSON object");
   if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != "gpumem-iteration-plan")
     throw fail("\"format\" is not \"gpumem-iteration-plan\"");
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<std::int64_t>() != 1)
-    throw fail("\"version\" is not 1");
+  // Version 1's offsets (multiples of 512) are version 2's too.
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      (j["version"].get<std::int64_t>() != 1 && j["version"].get<std::int64_t>() != 2))
+    throw fail("\"version\" is not 1 or 2");
   if (!j.contains("arena_bytes") || !j["arena_bytes"].is_number_integer() || j["arena_bytes"].get<std::int64_t>() < 0 ||
       j["arena_bytes"].get<std::int64_t>() > kMaxArena)
     throw fail("\"arena_bytes\" is not a byte count up to 2^50");
@@ -136,33 +219,51 @@ PlannedAllocator::~PlannedAllocator() {
   free_arena(arena_);
   for (Arena& a : retired_) free_arena(a);
   for (const auto& [p, block] : from_device_)
-    upstream_.memory->deallocate(p, block.bytes, stream_.value_or(kDefaultStream));
+    if (!block.small) upstream_.memory->deallocate(p, block.bytes, stream_.value_or(kDefaultStream));
 }
 
 void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream, std::size_t entry) {
   const std::size_t size = rounded(bytes);
   if (size < bytes) throw OutOfMemoryError(fmt::format("{} bytes cannot be allocated", bytes), bytes);
+  const bool small = bytes <= detail::SmallSlots::kLargest && stream == *stream_;
+  if (small && !small_) small_ = std::make_unique<detail::SmallSlots>(upstream_.memory, *stream_);
+  const auto take = [&] { return small ? small_->allocate(bytes) : upstream_.memory->allocate(size, stream); };
   void* p = nullptr;
   try {
-    p = upstream_.memory->allocate(size, stream);
+    p = take();
   } catch (const OutOfMemoryError&) {
     // What the cache keeps free may be what the device lacks.
     cache_.empty_cache();
-    p = upstream_.memory->allocate(size, stream);
+    p = take();
   }
   try {
-    from_device_.emplace(p, DeviceBlock{size, entry, plan_id_});
+    from_device_.emplace(p, DeviceBlock{size, small, entry, plan_id_});
   } catch (...) {
-    upstream_.memory->deallocate(p, size, stream);
+    if (small)
+      small_->free(p, size);
+    else
+      upstream_.memory->deallocate(p, size, stream);
     throw;
   }
   ++stats_.from_device;
-  stats_.device_bytes += size;
+  if (!small) stats_.device_bytes += size;  // small ones: their chunks, in planned_stats()
   return p;
 }
 
-void PlannedAllocator::free_arena(Arena& arena) {
-  if (arena.base) upstream_.memory->deallocate(arena.base, arena.bytes, stream_.value_or(kDefaultStream));
+void PlannedAllocator::free_arena(Arena& arena) noexcept {
+  if (arena.base && arena.reserved) {
+    arena.live.clear();
+    // A device error here (a kernel's, reported at the synchronization
+    // before unmapping) leaves the range to the device; the arena goes.
+    if (unmap_unused_granules(arena)) {
+      try {
+        upstream_.vmm->release(reinterpret_cast<std::uintptr_t>(arena.base), arena.reserved);
+      } catch (...) {
+      }
+    }
+  } else if (arena.base) {
+    upstream_.memory->deallocate(arena.base, arena.bytes, stream_.value_or(kDefaultStream));
+  }
   arena = Arena{};
 }
 
@@ -172,8 +273,66 @@ void PlannedAllocator::retire_arena() {
   } else {
     retired_.push_back(std::move(arena_));
     arena_ = Arena{};
+    if (retired_.back().reserved) unmap_unused_granules(retired_.back());
   }
   stats_.arena_bytes = 0;
+}
+
+bool PlannedAllocator::map_virtual_arena(std::size_t bytes) {
+  const std::size_t g = upstream_.vmm->granularity();
+  const std::size_t reserved = (bytes + g - 1) / g * g;
+  if (reserved < bytes) return false;
+  std::vector<bool> mapped(reserved / g, true);
+  std::uintptr_t base = 0;
+  try {
+    base = upstream_.vmm->reserve(reserved);
+  } catch (const OutOfMemoryError&) {
+    return false;
+  }
+  try {
+    upstream_.vmm->map(base, reserved);
+  } catch (...) {
+    upstream_.vmm->release(base, reserved);
+    throw;
+  }
+  arena_.base = reinterpret_cast<char*>(base);
+  arena_.bytes = bytes;
+  arena_.reserved = reserved;
+  arena_.mapped = std::move(mapped);
+  return true;
+}
+
+bool PlannedAllocator::unmap_unused_granules(Arena& arena) noexcept {
+  // One pass over granules and live ranges together; each run of unused
+  // mapped granules is one unmap call (each waits for the device). A
+  // granule counts as unmapped once the call that unmaps it returns.
+  const std::size_t g = upstream_.vmm->granularity();
+  const auto base = reinterpret_cast<std::uintptr_t>(arena.base);
+  auto range = arena.live.begin();
+  std::size_t run = 0, run_length = 0;
+  const auto flush = [&] {
+    if (run_length == 0) return;
+    upstream_.vmm->unmap(base + run * g, run_length * g);
+    std::fill_n(arena.mapped.begin() + static_cast<std::ptrdiff_t>(run), run_length, false);
+    run_length = 0;
+  };
+  try {
+    for (std::size_t i = 0; i < arena.mapped.size(); ++i) {
+      const auto start = static_cast<std::int64_t>(i * g), end = static_cast<std::int64_t>((i + 1) * g);
+      while (range != arena.live.end() && range->second <= start) ++range;
+      const bool used = range != arena.live.end() && range->first < end;
+      if (!arena.mapped[i] || used) {
+        flush();
+        continue;
+      }
+      if (run_length == 0) run = i;
+      ++run_length;
+    }
+    flush();
+  } catch (...) {
+    return false;  // what is still mapped stays so
+  }
+  return true;
 }
 
 bool PlannedAllocator::take_arena(std::size_t bytes) {
@@ -186,17 +345,22 @@ bool PlannedAllocator::take_arena(std::size_t bytes) {
     cache_.empty_cache();
     if (bytes) {
       try {
-        arena_.base = static_cast<char*>(upstream_.memory->allocate(bytes, stream_.value_or(kDefaultStream)));
+        if (!(upstream_.vmm && shapes_changed_ && options_.virtual_arena_bytes &&
+              bytes >= options_.virtual_arena_bytes && map_virtual_arena(bytes))) {
+          // Whole 512-byte units: the plan's end can be a multiple of 128.
+          const std::size_t whole = (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+          arena_.base = static_cast<char*>(upstream_.memory->allocate(whole, stream_.value_or(kDefaultStream)));
+          arena_.bytes = whole;
+        }
       } catch (const OutOfMemoryError&) {
         // No room for the arena now: the cache serves the coming iteration,
         // which is observed and planned again at the next step().
         ++stats_.arena_refused;
         return false;
       }
-      arena_.bytes = bytes;
     }
   }
-  stats_.arena_bytes = arena_.bytes;
+  stats_.arena_bytes = arena_.reserved ? arena_.reserved : arena_.bytes;
   return true;
 }
 
@@ -266,6 +430,7 @@ void PlannedAllocator::diverged(std::size_t index, std::size_t bytes) {
     if (best == SIZE_MAX || shapes_[k].last_used > shapes_[best].last_used) best = k;
   }
   ++plan_id_;
+  shapes_changed_ = true;
   if (best != SIZE_MAX) {
     Shape& shape = shapes_[best];
     ++stats_.shape_switches;
@@ -381,7 +546,9 @@ std::optional<IterationPlan> PlannedAllocator::plan() const {
 
 PlannedStats PlannedAllocator::planned_stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  PlannedStats s = stats_;
+  if (small_) s.device_bytes += small_->device_bytes();
+  return s;
 }
 
 bool PlannedAllocator::take_range(std::int64_t offset, std::int64_t end) {
@@ -395,19 +562,24 @@ bool PlannedAllocator::take_range(std::int64_t offset, std::int64_t end) {
 
 void* PlannedAllocator::fill_gap(std::size_t bytes) {
   // Off the plan: a gap of the arena that is free at the moment, highest
-  // first (planned blocks tend to start low), before the cache grows.
+  // first (planned blocks tend to start low), before the cache grows. Range
+  // ends are multiples of 128, so an aligned place is looked for in each.
   const auto need = static_cast<std::int64_t>(rounded(bytes));
+  const auto alignment = static_cast<std::int64_t>(alignment_of(bytes));
   std::int64_t top = static_cast<std::int64_t>(arena_.bytes);
-  for (auto it = arena_.live.rbegin(); it != arena_.live.rend(); ++it) {
-    if (top - it->second >= need) break;
+  for (auto it = arena_.live.rbegin();; ++it) {
+    const std::int64_t bottom = it == arena_.live.rend() ? 0 : it->second;
+    if (top >= need) {
+      const std::int64_t offset = (top - need) / alignment * alignment;
+      if (offset >= bottom) {
+        if (!take_range(offset, offset + need)) return nullptr;
+        ++stats_.gap_filled;
+        return arena_.base + offset;
+      }
+    }
+    if (it == arena_.live.rend()) return nullptr;
     top = it->first;
   }
-  if (top < need) return nullptr;
-  const std::int64_t offset =
-      (top - need) / static_cast<std::int64_t>(kPlanAlignment) * static_cast<std::int64_t>(kPlanAlignment);
-  if (!take_range(offset, offset + need)) return nullptr;
-  ++stats_.gap_filled;
-  return arena_.base + offset;
 }
 
 void* PlannedAllocator::do_allocate(std::size_t bytes, StreamId stream) {
@@ -550,8 +722,12 @@ FreeStatus PlannedAllocator::free(void* ptr, StreamId stream) {
     // keeps no record of what it allocated, so it proves nothing).
     if (!born_this_iteration && !overflowed_ && block.entry != SIZE_MAX && block.plan == plan_id_)
       cycles_[block.entry] = true;
-    upstream_.memory->deallocate(ptr, block.bytes, stream);
-    stats_.device_bytes -= block.bytes;
+    if (block.small) {
+      small_->free(ptr, block.bytes);
+    } else {
+      upstream_.memory->deallocate(ptr, block.bytes, stream);
+      stats_.device_bytes -= block.bytes;
+    }
     from_device_.erase(it);
     return FreeStatus::kOk;
   }

@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "gpumem/alloc/simulated_device.h"
+#include "gpumem/common/error.h"
 #include "gpumem/trace/replay.h"
 #include "test_paths.h"
 
@@ -402,6 +405,140 @@ TEST(PlannedAllocator, ShapesThatStartAlikeSwitchInTheArenaTheyShare) {
   EXPECT_EQ(s.missed + s.gap_filled, 0u) << "both plans place the first three alike";
 }
 
+TEST(PlannedAllocator, ANewShapeGivesBackTheGranulesOfTheArenaItDoesNotUse) {
+  // Three shapes that start with the same input, each told apart at its
+  // second request, with the input in the arena by then. Once shapes have
+  // changed, arenas are mapped over virtual memory: at the third shape's
+  // divergence the arena in force goes back except the granule the input
+  // holds, instead of staying whole until the input is freed.
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  const std::size_t granule = device.granularity();
+  const std::size_t input = 4096;
+  auto shape = [&](std::size_t mib, bool check_divergence) {
+    void* in = a.allocate(input);
+    std::vector<std::pair<void*, std::size_t>> blocks;
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t bytes = (mib << 20) + std::size_t(k) * 4096;
+      const std::size_t before = device.counters().physical_used;
+      blocks.emplace_back(a.allocate(bytes), bytes);
+      if (check_divergence && k == 0) {
+        EXPECT_LT(device.counters().physical_used, before) << "the arena's unused granules went back";
+        EXPECT_EQ(device.counters().physical_used, granule + (bytes + 255) / 256 * 256)
+            << "the input's granule, and the new shape's first block from the device";
+      }
+    }
+    for (auto [p, bytes] : blocks) a.deallocate(p, bytes);
+    a.deallocate(in, input);
+  };
+  a.step();
+  shape(10, false);  // recorded
+  a.step();
+  shape(10, false);  // planned: an arena of 40 MiB and more, one device allocation
+  a.step();
+  shape(12, false);  // a new shape: that arena goes back once the input is freed
+  a.step();
+  EXPECT_EQ(device.counters().physical_used % granule, 0u) << "the arena is mapped granules";
+  shape(14, true);  // another new shape
+  const PlannedStats s = a.planned_stats();
+  EXPECT_EQ(s.recordings, 3u);
+  EXPECT_EQ(s.shapes, 2u);
+}
+
+// The simulated device's virtual memory, whose unmap fails on demand (as
+// CUDA's does when the synchronization before it reports a kernel's error).
+class FailingUnmap final : public VirtualMemory {
+ public:
+  explicit FailingUnmap(SimulatedDevice& device) : device_(device) {}
+  bool fail = false;
+  std::size_t granularity() const noexcept override { return device_.granularity(); }
+  std::uintptr_t reserve(std::size_t bytes) override { return device_.reserve(bytes); }
+  void release(std::uintptr_t base, std::size_t bytes) override { device_.release(base, bytes); }
+  void map(std::uintptr_t address, std::size_t bytes) override { device_.map(address, bytes); }
+  void unmap(std::uintptr_t address, std::size_t bytes) override {
+    if (fail) throw DeviceError("unmap: an earlier kernel failed");
+    device_.unmap(address, bytes);
+  }
+  std::size_t physical_capacity() const noexcept override { return device_.physical_capacity(); }
+
+ private:
+  SimulatedDevice& device_;
+};
+
+TEST(PlannedAllocator, ADeviceThatRefusesToUnmapLeavesTheArenaMappedAndNoCrash) {
+  // Shapes change, so arenas are virtual; then the device refuses every
+  // unmap: the arena a new shape gives back stays mapped (its blocks are
+  // still served from memory that is there), and freeing it and the
+  // allocator itself neither throws nor aborts.
+  SimulatedDevice device({.backed = true});
+  FailingUnmap vmm(device);
+  Upstream upstream = simulated_upstream(device);
+  upstream.vmm = &vmm;
+  auto a = std::make_unique<PlannedAllocator>(upstream);
+  const auto shape = [&](std::size_t mib) {
+    void* in = a->allocate(4096);
+    std::vector<std::pair<void*, std::size_t>> blocks;
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t bytes = (mib << 20) + std::size_t(k) * 4096;
+      blocks.emplace_back(a->allocate(bytes), bytes);
+      std::memset(blocks.back().first, 1, bytes);
+    }
+    std::memset(in, 1, 4096);  // still mapped
+    for (auto [p, bytes] : blocks) a->deallocate(p, bytes);
+    a->deallocate(in, 4096);
+  };
+  for (std::size_t mib : {10, 10, 12}) {
+    a->step();
+    shape(mib);
+  }
+  a->step();
+  vmm.fail = true;
+  EXPECT_NO_THROW(shape(14));
+  a->step();
+  EXPECT_NO_THROW(a.reset());
+}
+
+TEST(PlannedAllocator, SmallRequestsFromTheDeviceShareChunks) {
+  // A recorded iteration's requests under 512 bytes take 128-byte slots of
+  // 4 KiB device chunks: forty 8-byte requests, kept past the iteration,
+  // hold two chunks, and device_bytes says so.
+  SimulatedDevice device;
+  PlannedAllocator a(simulated_upstream(device));
+  a.step();
+  std::vector<void*> kept;
+  for (int k = 0; k < 40; ++k) kept.push_back(a.allocate(8));
+  EXPECT_EQ(a.planned_stats().device_bytes, 2u * 4096u);
+  EXPECT_EQ(device.counters().physical_used, 2u * 4096u);
+  for (void* p : kept) a.deallocate(p, 8);
+  EXPECT_EQ(a.planned_stats().device_bytes, 0u);
+  EXPECT_EQ(device.counters().physical_used, 0u);
+}
+
+TEST(PlannedAllocator, ARequestOffThePlanFindsAnAlignedGapBelowOneTooNarrowOnceAligned) {
+  // Small planned blocks at [512, 640) and [1152, 1280): the gap between
+  // them is 512 bytes wide, but a 512-byte request needs a multiple of 512,
+  // which that gap does not hold; the gap at the bottom does. (One shape:
+  // a request past the plan's end early on would be a new one.)
+  SimulatedDevice device;
+  PlannedOptions options;
+  options.max_shapes = 0;
+  PlannedAllocator a(simulated_upstream(device), AllocatorConfig::gpumem_defaults(), options);
+  IterationPlan plan;
+  plan.sizes = {100, 100};
+  plan.offsets = {512, 1152};
+  plan.arena = 1280;
+  a.use_plan(plan);
+  a.step();
+  auto* first = static_cast<char*>(a.allocate(100));
+  void* second = a.allocate(100);
+  void* off_plan = a.allocate(512);
+  EXPECT_EQ(a.planned_stats().planned, 2u);
+  EXPECT_EQ(a.planned_stats().gap_filled, 1u);
+  EXPECT_EQ(off_plan, first - 512) << "the arena's bottom";
+  for (void* p : {static_cast<void*>(first), second}) a.deallocate(p, 100);
+  a.deallocate(off_plan, 512);
+}
+
 TEST(PlannedAllocator, RequestsOnAnotherStreamAreNoPartOfThePlan) {
   // One request of each iteration goes to another stream, among the first
   // ones: the plan is of the first stream's requests alone, so the next
@@ -540,17 +677,18 @@ TEST(PlannedReplay, ARealTrainingTraceEndsFullyPlanned) {
 }
 
 TEST(PlannedReplay, RealTrainingTracesReserveWithinTwoPercentInSteadyState) {
-  // Issue 17's goal where it is met (bench/planned_goals.sh has all
-  // traces): from the second iteration on, the most reserved is within 2%
-  // of the most allocated. The small transformer (512-byte rounding of
-  // tiny requests) and the encoder at 8 shapes (a shape told apart only
-  // after blocks of it took the arena) are not; docs/allocator.md says why.
-  // On the two-iteration traces the second is a recording (the first sets
-  // up state), and on the three-iteration ones the third is all planned;
-  // resnet50's five batches are five shapes, each recorded.
-  for (const char* name :
-       {"resnet18_train.json", "vit_b16_adamw_2iter.json.gz", "vit_b16_adamw_3iter.json.gz", "leaky_mlp_train.json.gz",
-        "resnet18_adamw_3iter.json.gz", "resnet50_infer_batches.json.gz"}) {
+  // Issue 17's goal on every bundled trace with iterations
+  // (bench/planned_goals.sh): from the second iteration on, the most
+  // reserved is within 2% of the most allocated. On the two-iteration
+  // traces the second is a recording (the first sets up state), and on the
+  // longer ones the later iterations come from the plan; resnet50's five
+  // batches are five shapes, each recorded, and so are the encoder's
+  // eight, each told apart after its input took the arena. The small
+  // transformers make hundreds of requests of 4 to 256 bytes: at 512-byte
+  // rounding they reserved 6% more than they allocate.
+  for (const char* name : {"resnet18_train.json", "vit_b16_adamw_2iter.json.gz", "vit_b16_adamw_3iter.json.gz",
+                           "leaky_mlp_train.json.gz", "resnet18_adamw_3iter.json.gz", "resnet50_infer_batches.json.gz",
+                           "bert_infer_dynamic.json.gz", "transformer_train.json", "transformer_adam_4iter.json.gz"}) {
     SCOPED_TRACE(name);
     const trace::Trace t = trace::read_trace(test::trace_path(name));
     trace::ReplayOptions options;
@@ -559,7 +697,7 @@ TEST(PlannedReplay, RealTrainingTracesReserveWithinTwoPercentInSteadyState) {
     const trace::ReplayReport r = trace::replay(t, options);
     ASSERT_GE(r.iterations, 2u);
     ASSERT_GT(r.steady_peak_allocated, 0);
-    if (r.iterations >= 3 && std::string(name) != "resnet50_infer_batches.json.gz")
+    if (r.iterations >= 3 && std::string(name).find("infer") == std::string::npos)
       EXPECT_GT(r.policies[0].planned_allocations, 0u);
     EXPECT_LE(static_cast<double>(r.policies[0].steady_peak_reserved),
               1.02 * static_cast<double>(r.steady_peak_allocated));
@@ -577,6 +715,67 @@ TEST(PlannedReplay, RealTrainingTracesReserveWithinTwoPercentInSteadyState) {
 
 namespace gpumem::alloc {
 namespace {
+
+TEST(IterationPlan, SmallRequestsTake128BytesAndTheRest512AroundThePinnedOnes) {
+  // Random iterations of small (under 512 bytes) and larger requests, the
+  // first few pinned where an arena served them: every planned offset is a
+  // multiple of 128 for a small request and of 512 for the others, pinned
+  // ones stay, requests alive at once never overlap, and all fit the arena.
+  std::mt19937_64 random(3);
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE(round);
+    const std::size_t n = 2 + random() % 60;
+    std::vector<std::size_t> sizes(n);
+    std::vector<std::int64_t> born(n), died(n), pinned(n, -1);
+    for (std::size_t k = 0; k < n; ++k) {
+      sizes[k] = random() % 2 ? 1 + random() % 511 : 512 + random() % 20000;
+      born[k] = static_cast<std::int64_t>(2 * k);
+      died[k] = random() % 10 == 0 ? -1 : born[k] + 1 + static_cast<std::int64_t>(random() % (2 * n));
+    }
+    // The first two pinned side by side, as an arena would have served them.
+    if (random() % 2) {
+      pinned[0] = 0;
+      const auto round = [](std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; };
+      const std::size_t taken = round(sizes[0], sizes[0] < 512 ? 128 : 512);  // as the plan rounds it
+      pinned[1] = static_cast<std::int64_t>(round(taken, sizes[1] < 512 ? 128 : 512));
+      died[0] = std::max<std::int64_t>(died[0], born[0] + 1);
+      died[1] = std::max<std::int64_t>(died[1], born[1] + 1);
+    }
+    const IterationPlan plan = plan_iteration(sizes, born, died, 0.05, &pinned);
+    ASSERT_EQ(plan.offsets.size(), n);
+    for (std::size_t k = 0; k < n; ++k) {
+      if (died[k] < 0) {
+        EXPECT_EQ(plan.offsets[k], -1) << "outlives the iteration: not in the arena";
+        continue;
+      }
+      const std::int64_t at = plan.offsets[k];
+      ASSERT_GE(at, 0);
+      EXPECT_EQ(at % (sizes[k] < 512 ? 128 : 512), 0) << "request " << k << " of " << sizes[k] << " bytes";
+      if (pinned[k] >= 0) EXPECT_EQ(at, pinned[k]);
+      EXPECT_LE(at + static_cast<std::int64_t>(sizes[k]), static_cast<std::int64_t>(plan.arena));
+      for (std::size_t j = 0; j < k; ++j) {
+        if (died[j] < 0 || born[j] >= died[k] || born[k] >= died[j]) continue;
+        const std::int64_t other = plan.offsets[j];
+        EXPECT_TRUE(at + static_cast<std::int64_t>(sizes[k]) <= other ||
+                    other + static_cast<std::int64_t>(sizes[j]) <= at)
+            << "requests " << j << " and " << k << " overlap";
+      }
+    }
+  }
+}
+
+TEST(IterationPlan, PinnedSmallRequestsNextToAPinnedLargerOneKeepTheirPlaces) {
+  // The 512-byte stretches of two pinned small requests meet, and together
+  // they would meet the pinned 512-byte request, which neither does alone:
+  // the plan is made in one pass and keeps every pinned place.
+  const std::vector<std::size_t> sizes = {100, 256, 512, 1024};
+  const std::vector<std::int64_t> born = {0, 3, 0, 1}, died = {5, 10, 3, 4}, pinned = {0, 384, 512, -1};
+  const IterationPlan plan = plan_iteration(sizes, born, died, 0.05, &pinned);
+  EXPECT_EQ(plan.offsets[0], 0);
+  EXPECT_EQ(plan.offsets[1], 384);
+  EXPECT_EQ(plan.offsets[2], 512);
+  EXPECT_EQ(plan.offsets[3], 1024) << "above all three, which it meets";
+}
 
 TEST(IterationPlanFile, RoundTripsAndRefusesWhatItCannotTrust) {
   IterationPlan p;
@@ -606,9 +805,12 @@ TEST(IterationPlanFile, RoundTripsAndRefusesWhatItCannotTrust) {
             "p.json: request 0: offset 512 is not -1 or a multiple of 512 that fits the arena");
   EXPECT_EQ(error(head + "[[1]]}"), "p.json: request 0: not [size, offset]");
   EXPECT_EQ(error(R"({"format":"x"})"), "p.json: \"format\" is not \"gpumem-iteration-plan\"");
+  EXPECT_EQ(error(R"({"format":"gpumem-iteration-plan","version":3})"), "p.json: \"version\" is not 1 or 2");
   EXPECT_EQ(error(R"({"format":1})"), "p.json: \"format\" is not \"gpumem-iteration-plan\"");
+  EXPECT_EQ(error(head + "[[100,64]]}"),
+            "p.json: request 0: offset 64 is not -1 or a multiple of 128 that fits the arena");
   EXPECT_EQ(error(head + "[[1,9223372036854775296]]}"),
-            "p.json: request 0: offset 9223372036854775296 is not -1 or a multiple of 512 that fits the arena")
+            "p.json: request 0: offset 9223372036854775296 is not -1 or a multiple of 128 that fits the arena")
       << "no overflow when the offset is near 2^63";
   IterationPlan mismatched;
   mismatched.sizes = {512};

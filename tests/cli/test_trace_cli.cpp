@@ -301,7 +301,7 @@ TEST(CliTracePlan, WritesTheLastIterationsPlanOrSaysWhyNot) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Plan of iteration 3 of 3: 1409 requests, 1409 from the arena; arena 18.88 MiB", 0), 0u)
       << r.out;
-  EXPECT_EQ(read_file_bytes(out).rfind("{\"format\":\"gpumem-iteration-plan\",\"version\":1,", 0), 0u);
+  EXPECT_EQ(read_file_bytes(out).rfind("{\"format\":\"gpumem-iteration-plan\",\"version\":2,", 0), 0u);
   r = run("trace plan " + trace_path("rmm_sample.csv") + " -o " + out + ".none");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no repeating iterations found"), std::string::npos) << r.err;

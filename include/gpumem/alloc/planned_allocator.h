@@ -41,6 +41,9 @@
 #include "gpumem/alloc/config.h"
 
 namespace gpumem::alloc {
+namespace detail {
+class SmallSlots;
+}
 
 // The plan of one iteration: per request, in order, its size and offset in
 // the arena (offset -1: it outlived the iteration, and is served outside
@@ -61,7 +64,8 @@ struct PlannedOptions {
   bool fill_gaps = true;
   // While the first iteration is recorded, and for a request the plan
   // expects to outlive its iteration, go straight to the device: each such
-  // request takes an allocation of its own (its size rounded to 512 bytes).
+  // request takes an allocation of its own (its size rounded to 512 bytes;
+  // under 512 bytes, 128-byte slots of shared 4 KiB chunks).
   // What outlives the recorded iteration (weights, gradients, optimizer
   // state) then holds exactly its bytes, instead of pinning parts of
   // segments the iteration's temporaries shared, and the temporaries are
@@ -79,6 +83,16 @@ struct PlannedOptions {
   // state of a first training step) set things up: later iterations do not
   // do that, so the next one is recorded too and planned instead.
   bool skip_set_up = true;
+  // Once an iteration has differed from the plan in shape (max_shapes), an
+  // arena of at least this many bytes is mapped over virtual memory, where
+  // the upstream has it: when a later iteration turns out to be a new shape
+  // and the arena in force is given back with a few blocks of that
+  // iteration still in it (its input), only the granules those blocks touch
+  // stay mapped, instead of the whole arena until the last is freed. The
+  // price is the arena rounded up to the granularity (2 MiB on CUDA) and a
+  // device synchronization when granules are unmapped, which is why a
+  // workload of one shape keeps an arena of its exact size. 0: never.
+  std::size_t virtual_arena_bytes = std::size_t{16} << 20;
   // Plans kept for iterations of different shapes (inference at changing
   // batch sizes or sequence lengths), told apart by their first requests in
   // order. When one of an iteration's first 16 requests differs from the
@@ -104,9 +118,9 @@ struct PlannedStats {
   std::uint64_t missed = 0;          // requests the plan had no free entry for, while it was in force
   std::uint64_t missed_busy = 0;     // of those: a planned range of that size was still in use
   std::uint64_t gap_filled = 0;      // requests off the plan placed in a free gap of the arena
-  std::size_t arena_bytes = 0;       // the arena in force (0: none)
+  std::size_t arena_bytes = 0;       // device bytes of the arena in force (0: none; granules when virtual)
   std::uint64_t from_device = 0;     // requests given their own device allocation (record_from_device)
-  std::size_t device_bytes = 0;      // bytes held in such allocations now
+  std::size_t device_bytes = 0;      // device bytes held for them now (4 KiB chunks for those under 512 bytes)
   std::uint64_t arena_refused = 0;   // plans whose arena the device had no room for (the cache served instead)
   std::uint64_t recordings = 0;      // iterations recorded: the first, after set-up, each new shape
   std::uint64_t shape_switches = 0;  // switches to another kept plan, early in an iteration
@@ -156,6 +170,11 @@ class PlannedAllocator final : public MemoryResource {
     char* base = nullptr;
     std::size_t bytes = 0;
     std::map<std::int64_t, std::int64_t> live;  // planned ranges in use: offset -> end
+    // Over virtual memory: the range reserved (bytes rounded up to the
+    // granularity), and which granules of it are mapped. Empty: one device
+    // allocation of `bytes`.
+    std::size_t reserved = 0;
+    std::vector<bool> mapped;
     bool holds(const void* p) const { return p >= base && p < base + bytes; }
   };
 
@@ -180,7 +199,12 @@ class PlannedAllocator final : public MemoryResource {
   std::size_t largest_kept_arena(std::size_t except) const;
   void keep_shape();    // the plan in force joins (or updates) the kept ones
   void retire_arena();  // the arena in force goes; freed now or when its last block is
-  void free_arena(Arena& arena);
+  void free_arena(Arena& arena) noexcept;
+  // An arena over virtual memory maps granules, so what a retired one's
+  // live blocks do not touch goes back at once.
+  bool map_virtual_arena(std::size_t bytes);
+  // False when the device refused (what is still mapped stays so).
+  bool unmap_unused_granules(Arena& arena) noexcept;
   bool take_range(std::int64_t offset, std::int64_t end);
   void observe_free(void* ptr);
   // `entry`: the plan's entry it serves (SIZE_MAX: the recording's).
@@ -203,14 +227,17 @@ class PlannedAllocator final : public MemoryResource {
   Arena arena_;                           // the plan's
   std::vector<Arena> retired_;            // replaced arenas with blocks still live
   struct DeviceBlock {
-    std::size_t bytes = 0;
+    std::size_t bytes = 0;         // rounded as the plan rounds it
+    bool small = false;            // slots of small_, not an allocation of its own
     std::size_t entry = SIZE_MAX;  // the plan entry it served
     std::uint64_t plan = 0;        // ... of which plan (plan_id_)
   };
   std::unordered_map<void*, DeviceBlock> from_device_;  // record_from_device's blocks
+  std::unique_ptr<detail::SmallSlots> small_;           // ... those under 512 bytes
   std::uint64_t plan_id_ = 0;                           // plans put in force
   bool recording_on_device_ = false;                    // a recording within max_from_device, while record_from_device
-  bool first_recording_ = false;                        // the recording under way is the first (set-up is judged on it)
+  bool shapes_changed_ = false;   // an iteration differed in shape: arenas over virtual memory from now on
+  bool first_recording_ = false;  // the recording under way is the first (set-up is judged on it)
   // Entries expected to outlive the iteration whose block was freed in the
   // next one (gradients freed by zero_grad(set_to_none=True)): they come
   // back every iteration, so the cache serves them, not a device call each.
@@ -235,12 +262,12 @@ class PlannedAllocator final : public MemoryResource {
 };
 
 // A plan as a JSON document, for a job to load before its first iteration:
-// {"format":"gpumem-iteration-plan","version":1,"arena_bytes":N,
+// {"format":"gpumem-iteration-plan","version":2,"arena_bytes":N,
 //  "proven_optimal":B,"requests":[[size,offset],...]} with offset -1 for a
 // request served outside the arena (docs/allocator.md).
 std::string to_json(const IterationPlan& plan);
 // Throws InputError naming `name` and the problem: not that document, a
-// size of 0, an offset not a multiple of 512 or past the arena, more than
+// size of 0, an offset not a multiple of 512 (128 under 512 bytes) or past the arena, more than
 // 2^22 requests, an arena over 2^50 bytes.
 IterationPlan iteration_plan_from_json(std::string_view text, const std::string& name);
 
