@@ -221,9 +221,8 @@ gpumem_status gpumem_allocator_create(gpumem_device* device, const char* config,
     auto allocator = std::make_unique<gpumem_allocator>();
     allocator->device = device->state;
     if (parsed.planned) {
-      gpumem::alloc::PlannedOptions options;
-      options.max_shapes = parsed.planned_shapes;
-      allocator->planned = std::make_unique<gpumem::alloc::PlannedAllocator>(state.upstream, parsed, options);
+      allocator->planned = std::make_unique<gpumem::alloc::PlannedAllocator>(state.upstream, parsed,
+                                                                             gpumem::alloc::planned_options(parsed));
       allocator->cache = &allocator->planned->cache();
     } else {
       allocator->allocator = std::make_unique<CachingAllocator>(state.upstream, parsed);

@@ -113,12 +113,15 @@ void apply(AllocatorConfig& c, std::string_view key, std::string_view value) {
     c.planned = parse_bool(key, value);
   } else if (key == "planned_shapes") {
     c.planned_shapes = parse_count(key, value);
+  } else if (key == "planned_virtual_arena_mb") {
+    c.planned_virtual_arena = parse_mib(key, value);
   } else {
     throw InputError(fmt::format(
         "GPUMEM_ALLOC_CONF: unknown key '{}' (known: preset, max_split_size_mb, "
         "garbage_collection_threshold, expandable_segments, release_before_new_peak, round_bytes, "
         "small_size_mb, small_segment_mb, large_segment_mb, min_large_alloc_mb, large_round_mb, "
-        "large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms, planned, planned_shapes)",
+        "large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms, planned, planned_shapes, "
+        "planned_virtual_arena_mb)",
         printable(key)));
   }
 }
@@ -210,6 +213,7 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
     const std::size_t publish = base.publish_interval_ms;
     const bool planned = base.planned;
     const std::size_t shapes = base.planned_shapes;
+    const std::size_t virtual_arena = base.planned_virtual_arena;
     if (e.value == "gpumem")
       base = AllocatorConfig::gpumem_defaults();
     else if (e.value == "pytorch")
@@ -219,6 +223,7 @@ AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig ba
     base.publish_interval_ms = publish;
     base.planned = planned;
     base.planned_shapes = shapes;
+    base.planned_virtual_arena = virtual_arena;
   }
   for (const Entry& e : entries)
     if (e.key != "preset") apply(base, e.key, e.value);
@@ -250,6 +255,8 @@ std::string to_string(const AllocatorConfig& c) {
   if (c.publish_interval_ms) s += fmt::format(",publish_interval_ms:{}", c.publish_interval_ms);
   if (c.planned) s += ",planned:true";
   if (c.planned_shapes != AllocatorConfig{}.planned_shapes) s += fmt::format(",planned_shapes:{}", c.planned_shapes);
+  if (c.planned_virtual_arena != AllocatorConfig{}.planned_virtual_arena)
+    s += ",planned_virtual_arena_mb:" + mib(c.planned_virtual_arena);
   return s;
 }
 

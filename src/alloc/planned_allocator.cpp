@@ -212,6 +212,13 @@ IterationPlan iteration_plan_from_json(std::string_view text, const std::string&
   return plan;
 }
 
+PlannedOptions planned_options(const AllocatorConfig& config) {
+  PlannedOptions options;
+  options.max_shapes = config.planned_shapes;
+  options.virtual_arena_bytes = config.planned_virtual_arena;
+  return options;
+}
+
 PlannedAllocator::PlannedAllocator(Upstream upstream, AllocatorConfig config, PlannedOptions options)
     : upstream_(upstream), cache_(upstream, std::move(config)), options_(options) {}
 

@@ -9,6 +9,7 @@
 
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/config.h"
+#include "gpumem/alloc/planned_allocator.h"
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/common/error.h"
 
@@ -97,6 +98,13 @@ TEST(AllocatorConfig, PlannedIsAKeyAPresetKeeps) {
   const AllocatorConfig shapes = parse_allocator_config("planned_shapes:3,preset:gpumem");
   EXPECT_EQ(shapes.planned_shapes, 3u) << "a preset keeps it";
   EXPECT_EQ(parse_allocator_config(to_string(shapes)).planned_shapes, 3u);
+  const AllocatorConfig arena = parse_allocator_config("planned_virtual_arena_mb:0,preset:pytorch");
+  EXPECT_EQ(arena.planned_virtual_arena, 0u) << "a preset keeps it";
+  EXPECT_EQ(parse_allocator_config(to_string(arena)).planned_virtual_arena, 0u);
+  EXPECT_EQ(parse_allocator_config("").planned_virtual_arena, std::size_t{16} << 20);
+  EXPECT_EQ(planned_options(parse_allocator_config("planned_shapes:2,planned_virtual_arena_mb:64")).virtual_arena_bytes,
+            std::size_t{64} << 20);
+  EXPECT_EQ(planned_options(parse_allocator_config("planned_shapes:2")).max_shapes, 2u);
   EXPECT_NE(error_of("planned_shapes:1025").find("planned_shapes is 1025"), std::string::npos)
       << error_of("planned_shapes:1025");
 }

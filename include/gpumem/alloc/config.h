@@ -65,6 +65,10 @@ struct AllocatorConfig {
   // ... keeping plans for up to this many shapes of iteration (inference at
   // changing batch sizes; PlannedOptions::max_shapes). A preset leaves it.
   std::size_t planned_shapes = 8;
+  // ... and, once shapes change, arenas of at least this many bytes over
+  // virtual memory (PlannedOptions::virtual_arena_bytes; 0: never). A preset
+  // leaves it.
+  std::size_t planned_virtual_arena = std::size_t{16} << 20;
 
   // gpumem's defaults: PyTorch's sizes plus the high-water guard.
   static AllocatorConfig gpumem_defaults() { return {}; }
@@ -104,7 +108,7 @@ void validate(const AllocatorConfig& config);
 // release_before_new_peak, round_bytes, small_size_mb, small_segment_mb,
 // large_segment_mb, min_large_alloc_mb, large_round_mb,
 // large_split_remainder_mb, reserved_limit_mb, history, publish_interval_ms,
-// planned (true/false), planned_shapes. Unknown keys,
+// planned (true/false), planned_shapes, planned_virtual_arena_mb. Unknown keys,
 // values that do not parse, and a result that fails validate() throw
 // InputError naming the key.
 AllocatorConfig parse_allocator_config(std::string_view text, AllocatorConfig base = {});

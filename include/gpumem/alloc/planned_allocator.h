@@ -111,6 +111,10 @@ struct PlannedOptions {
   std::size_t max_observed = std::size_t{1} << 22;
 };
 
+// What AllocatorConfig says of planned mode (GPUMEM_ALLOC_CONF's
+// planned_shapes and planned_virtual_arena_mb), over the defaults.
+PlannedOptions planned_options(const AllocatorConfig& config);
+
 struct PlannedStats {
   std::uint64_t iterations = 0;      // step() calls
   std::uint64_t plans = 0;           // plans made (the first, and re-plans)

@@ -106,7 +106,7 @@ DeviceAllocator& device_allocator(int device) {
   upstream.events = made->events.get();
   upstream.capacity = made->memory->total_memory();
   if (config.planned) {
-    made->planned = std::make_unique<PlannedAllocator>(upstream, config);
+    made->planned = std::make_unique<PlannedAllocator>(upstream, config, planned_options(config));
     made->cache = &made->planned->cache();
   } else {
     made->allocator = std::make_unique<CachingAllocator>(upstream, config);
