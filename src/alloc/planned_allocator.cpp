@@ -31,9 +31,39 @@ std::size_t alignment_of(std::size_t bytes) {
 // shape changed a little, which the plan's matching absorbs.
 constexpr std::size_t kShapeWindow = 16;
 
-std::size_t rounded(std::size_t bytes) {
-  const std::size_t alignment = alignment_of(bytes);
-  return (bytes + alignment - 1) / alignment * alignment;
+template <typename T>
+T round_up(T bytes, T unit) {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+std::size_t rounded(std::size_t bytes) { return round_up(bytes, alignment_of(bytes)); }
+
+// Whether two pinned buffers share a moment and a byte.
+bool meet(const plan::Buffer& x, const plan::Buffer& y) {
+  return x.lower < y.upper && y.lower < x.upper && *x.fixed_offset < *y.fixed_offset + y.size &&
+         *y.fixed_offset < *x.fixed_offset + x.size;
+}
+
+// Pinned small requests' stretches that meet in time and place become one,
+// until none do (a handful, from an iteration's start).
+void merge_meeting(std::vector<plan::Buffer>& stretches) {
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (std::size_t i = 0; i < stretches.size() && !merged; ++i) {
+      for (std::size_t j = i + 1; j < stretches.size() && !merged; ++j) {
+        plan::Buffer &x = stretches[i], &y = stretches[j];
+        if (!meet(x, y)) continue;
+        const std::int64_t x_at = *x.fixed_offset, y_at = *y.fixed_offset;
+        const std::int64_t at = std::min(x_at, y_at);
+        x.size = std::max(x_at + x.size, y_at + y.size) - at;
+        x.fixed_offset = at;
+        x.lower = std::min(x.lower, y.lower);
+        x.upper = std::max(x.upper, y.upper);
+        stretches.erase(stretches.begin() + static_cast<std::ptrdiff_t>(j));
+        merged = true;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -53,6 +83,7 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
   std::vector<plan::Buffer> stretches;  // of pinned small requests
   std::vector<std::size_t> index;       // buffer of `all` -> request
   std::vector<int> large_of;            // buffer of `all` -> buffer of `large` (-1: small)
+  bool mixed = false;                   // small requests among them
   const auto aligned = static_cast<std::int64_t>(kPlanAlignment);
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     if (died[k] < 0 || died[k] <= born[k] || sizes[k] == 0) continue;
@@ -64,13 +95,14 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
     b.alignment = static_cast<std::int64_t>(alignment_of(sizes[k]));
     if (pinned && (*pinned)[k] >= 0) b.fixed_offset = (*pinned)[k];
     const bool small = b.alignment < aligned;
+    mixed = mixed || small;
     large_of.push_back(small ? -1 : static_cast<int>(large.buffers.size()));
     if (!small) {
       large.buffers.push_back(b);
     } else if (b.fixed_offset) {
       plan::Buffer stretch = b;
       stretch.fixed_offset = *b.fixed_offset / aligned * aligned;
-      stretch.size = (*b.fixed_offset + b.size + aligned - 1) / aligned * aligned - *stretch.fixed_offset;
+      stretch.size = round_up(*b.fixed_offset + b.size, aligned) - *stretch.fixed_offset;
       stretch.alignment = aligned;
       stretches.push_back(std::move(stretch));
     }
@@ -78,30 +110,7 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
     index.push_back(k);
   }
   if (all.buffers.empty()) return out;
-  // Whether two pinned buffers share a moment and a byte.
-  const auto meet = [](const plan::Buffer& x, const plan::Buffer& y) {
-    return x.lower < y.upper && y.lower < x.upper && *x.fixed_offset < *y.fixed_offset + y.size &&
-           *y.fixed_offset < *x.fixed_offset + x.size;
-  };
-  // Pinned small requests can share a stretch: those that meet in time and
-  // place become one, until none do (a handful, from an iteration's start).
-  for (bool merged = true; merged;) {
-    merged = false;
-    for (std::size_t i = 0; i < stretches.size() && !merged; ++i) {
-      for (std::size_t j = i + 1; j < stretches.size() && !merged; ++j) {
-        plan::Buffer &x = stretches[i], &y = stretches[j];
-        if (!meet(x, y)) continue;
-        const std::int64_t x_at = *x.fixed_offset, y_at = *y.fixed_offset;
-        const std::int64_t at = std::min(x_at, y_at);
-        x.size = std::max(x_at + x.size, y_at + y.size) - at;
-        x.fixed_offset = at;
-        x.lower = std::min(x.lower, y.lower);
-        x.upper = std::max(x.upper, y.upper);
-        stretches.erase(stretches.begin() + static_cast<std::ptrdiff_t>(j));
-        merged = true;
-      }
-    }
-  }
+  merge_meeting(stretches);
   // A merged stretch can meet a pinned larger request that none of its
   // parts met: then one pass over all (slower to prove, never wrong).
   bool one_pass = false;
@@ -111,8 +120,6 @@ IterationPlan plan_iteration(const std::vector<std::size_t>& sizes, const std::v
   plan::SolveOptions solve;
   solve.time_limit_seconds = solve_seconds;
   const auto started = std::chrono::steady_clock::now();
-  const bool mixed =
-      std::any_of(all.buffers.begin(), all.buffers.end(), [&](const plan::Buffer& b) { return b.alignment < aligned; });
   plan::SolveResult result;
   if (!mixed || one_pass) {
     result = plan::solve(all, solve);
@@ -246,10 +253,7 @@ void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream,
   try {
     from_device_.emplace(p, DeviceBlock{size, small, entry, plan_id_});
   } catch (...) {
-    if (small)
-      small_->free(p, size);
-    else
-      upstream_.memory->deallocate(p, size, stream);
+    release_device_block(p, size, small, stream);
     throw;
   }
   ++stats_.from_device;
@@ -257,14 +261,25 @@ void* PlannedAllocator::allocate_from_device(std::size_t bytes, StreamId stream,
   return p;
 }
 
+void PlannedAllocator::release_device_block(void* p, std::size_t bytes, bool small, StreamId stream) {
+  if (small)
+    small_->free(p, bytes);
+  else
+    upstream_.memory->deallocate(p, bytes, stream);
+}
+
+std::size_t PlannedAllocator::reserved_bytes(const Arena& arena) const {
+  return arena.mapped.empty() ? arena.bytes : arena.mapped.size() * upstream_.vmm->granularity();
+}
+
 void PlannedAllocator::free_arena(Arena& arena) noexcept {
-  if (arena.base && arena.reserved) {
+  if (arena.base && !arena.mapped.empty()) {
     arena.live.clear();
     // A device error here (a kernel's, reported at the synchronization
     // before unmapping) leaves the range to the device; the arena goes.
     if (unmap_unused_granules(arena)) {
       try {
-        upstream_.vmm->release(reinterpret_cast<std::uintptr_t>(arena.base), arena.reserved);
+        upstream_.vmm->release(reinterpret_cast<std::uintptr_t>(arena.base), reserved_bytes(arena));
       } catch (...) {
       }
     }
@@ -280,14 +295,14 @@ void PlannedAllocator::retire_arena() {
   } else {
     retired_.push_back(std::move(arena_));
     arena_ = Arena{};
-    if (retired_.back().reserved) unmap_unused_granules(retired_.back());
+    if (!retired_.back().mapped.empty()) unmap_unused_granules(retired_.back());
   }
   stats_.arena_bytes = 0;
 }
 
 bool PlannedAllocator::map_virtual_arena(std::size_t bytes) {
   const std::size_t g = upstream_.vmm->granularity();
-  const std::size_t reserved = (bytes + g - 1) / g * g;
+  const std::size_t reserved = round_up(bytes, g);
   if (reserved < bytes) return false;
   std::vector<bool> mapped(reserved / g, true);
   std::uintptr_t base = 0;
@@ -304,7 +319,6 @@ bool PlannedAllocator::map_virtual_arena(std::size_t bytes) {
   }
   arena_.base = reinterpret_cast<char*>(base);
   arena_.bytes = bytes;
-  arena_.reserved = reserved;
   arena_.mapped = std::move(mapped);
   return true;
 }
@@ -351,11 +365,12 @@ bool PlannedAllocator::take_arena(std::size_t bytes) {
     // before the arena takes its place.
     cache_.empty_cache();
     if (bytes) {
+      const bool virtual_arena = upstream_.vmm && shapes_changed_ && options_.virtual_arena_bytes != 0 &&
+                                 bytes >= options_.virtual_arena_bytes;
       try {
-        if (!(upstream_.vmm && shapes_changed_ && options_.virtual_arena_bytes &&
-              bytes >= options_.virtual_arena_bytes && map_virtual_arena(bytes))) {
+        if (!virtual_arena || !map_virtual_arena(bytes)) {
           // Whole 512-byte units: the plan's end can be a multiple of 128.
-          const std::size_t whole = (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+          const std::size_t whole = round_up(bytes, kPlanAlignment);
           arena_.base = static_cast<char*>(upstream_.memory->allocate(whole, stream_.value_or(kDefaultStream)));
           arena_.bytes = whole;
         }
@@ -367,7 +382,7 @@ bool PlannedAllocator::take_arena(std::size_t bytes) {
       }
     }
   }
-  stats_.arena_bytes = arena_.reserved ? arena_.reserved : arena_.bytes;
+  stats_.arena_bytes = reserved_bytes(arena_);
   return true;
 }
 
@@ -729,12 +744,8 @@ FreeStatus PlannedAllocator::free(void* ptr, StreamId stream) {
     // keeps no record of what it allocated, so it proves nothing).
     if (!born_this_iteration && !overflowed_ && block.entry != SIZE_MAX && block.plan == plan_id_)
       cycles_[block.entry] = true;
-    if (block.small) {
-      small_->free(ptr, block.bytes);
-    } else {
-      upstream_.memory->deallocate(ptr, block.bytes, stream);
-      stats_.device_bytes -= block.bytes;
-    }
+    release_device_block(ptr, block.bytes, block.small, stream);
+    if (!block.small) stats_.device_bytes -= block.bytes;
     from_device_.erase(it);
     return FreeStatus::kOk;
   }

@@ -231,7 +231,7 @@ bool SkylineSearch::floor_tileable(int64_t h) {
   // A run: sections where a buffer can sit at h, open at h or left empty
   // lower down (a buffer at h passes over that empty point).
   auto in_run = [&](size_t s) { return remaining_[s] != 0 && floor_[s] <= h && !(closed_[s] && floor_[s] == h); };
-  auto must_cover = [&](size_t s) { return h + granularity_ + remaining_[s] > capacity_; };
+  auto must_cover = [&](size_t s) { return !may_stay_empty(s, h); };
   for (size_t a = 0; a < sections_;) {
     if (!in_run(a)) {
       ++a;
@@ -354,7 +354,7 @@ SearchStatus SkylineSearch::dfs() {
   uint64_t lowest_tie = 0;
   for (size_t s = 0; s < sections_; ++s) {
     if (remaining_[s] == 0 || closed_[s] || floor_[s] != h) continue;
-    int ways = h + granularity_ + remaining_[s] <= capacity_ ? 1 : 0;  // leaving it empty
+    int ways = may_stay_empty(s, h) ? 1 : 0;  // leaving it empty
     for (int k : covering_[s]) ways += fits_here(k) ? 1 : 0;
     if (ways == 0) return SearchStatus::Infeasible;
     const int64_t slack = capacity_ - h - remaining_[s];
@@ -419,7 +419,7 @@ SearchStatus SkylineSearch::dfs() {
   }
   --depth_;
   // Leave the point empty, if the section's slack allows.
-  if (h + granularity_ + remaining_[static_cast<size_t>(lowest)] > capacity_) return failed_here();
+  if (!may_stay_empty(static_cast<size_t>(lowest), h)) return failed_here();
   trail_.push_back({1, lowest, 0});
   closed_[static_cast<size_t>(lowest)] = 1;
   hash_ ^= closed_key(section_key_[static_cast<size_t>(lowest)]);

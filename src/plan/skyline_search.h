@@ -136,6 +136,9 @@ class SkylineSearch {
   // tiles_from_/tiles_to_ for the candidates' check (skyline_search.cpp).
   bool floor_tileable(int64_t h);
   bool rests_at_level(int k) const;
+  // Whether section s's floor point at h may stay empty: what remains there
+  // still fits above it.
+  bool may_stay_empty(size_t s, int64_t h) const { return h + granularity_ + remaining_[s] <= capacity_; }
   void place(int item, int64_t offset);
   void undo(size_t mark);
 

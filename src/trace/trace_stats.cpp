@@ -116,7 +116,7 @@ bool loop_like(const Lifetimes& lifetimes, const IterationSplit& split) {
 IterationSplit find_iterations(const Lifetimes& lifetimes) {
   // The source's own marks, where it has two steps or more: shapes that
   // change from one iteration to the next leave no repeating pattern.
-  if (lifetimes.step_starts.size() >= 2) return {lifetimes.step_starts, lifetimes.steps_end};
+  if (lifetimes.steps_mark_iterations()) return {lifetimes.step_starts, lifetimes.steps_end};
   std::vector<std::uint64_t> keys;
   keys.reserve(lifetimes.allocations.size());
   for (const Allocation& a : lifetimes.allocations) keys.push_back(key_of(a));
@@ -217,7 +217,7 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   const IterationSplit split = find_iterations(lifetimes);
   if (!split.starts.empty()) {
     r.repeats = true;
-    r.from_profiler_steps = lifetimes.step_starts.size() >= 2;
+    r.from_profiler_steps = lifetimes.steps_mark_iterations();
     r.first_allocation = split.starts.front();
     r.iterations = split.starts.size();
     // An allocation index to the event it is (the end: past the last event).

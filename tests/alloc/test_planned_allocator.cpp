@@ -451,12 +451,16 @@ class FailingUnmap final : public VirtualMemory {
  public:
   explicit FailingUnmap(SimulatedDevice& device) : device_(device) {}
   bool fail = false;
+  int refused = 0;  // unmap calls refused
   std::size_t granularity() const noexcept override { return device_.granularity(); }
   std::uintptr_t reserve(std::size_t bytes) override { return device_.reserve(bytes); }
   void release(std::uintptr_t base, std::size_t bytes) override { device_.release(base, bytes); }
   void map(std::uintptr_t address, std::size_t bytes) override { device_.map(address, bytes); }
   void unmap(std::uintptr_t address, std::size_t bytes) override {
-    if (fail) throw DeviceError("unmap: an earlier kernel failed");
+    if (fail) {
+      ++refused;
+      throw DeviceError("unmap: an earlier kernel failed");
+    }
     device_.unmap(address, bytes);
   }
   std::size_t physical_capacity() const noexcept override { return device_.physical_capacity(); }
@@ -494,6 +498,7 @@ TEST(PlannedAllocator, ADeviceThatRefusesToUnmapLeavesTheArenaMappedAndNoCrash) 
   a->step();
   vmm.fail = true;
   EXPECT_NO_THROW(shape(14));
+  EXPECT_GT(vmm.refused, 0) << "the arena given back was virtual, and its unmap was refused";
   a->step();
   EXPECT_NO_THROW(a.reset());
 }

@@ -174,10 +174,9 @@ class PlannedAllocator final : public MemoryResource {
     char* base = nullptr;
     std::size_t bytes = 0;
     std::map<std::int64_t, std::int64_t> live;  // planned ranges in use: offset -> end
-    // Over virtual memory: the range reserved (bytes rounded up to the
-    // granularity), and which granules of it are mapped. Empty: one device
+    // Over virtual memory: which granules of the range reserved (bytes
+    // rounded up to the granularity) are mapped. Empty: one device
     // allocation of `bytes`.
-    std::size_t reserved = 0;
     std::vector<bool> mapped;
     bool holds(const void* p) const { return p >= base && p < base + bytes; }
   };
@@ -207,6 +206,10 @@ class PlannedAllocator final : public MemoryResource {
   // An arena over virtual memory maps granules, so what a retired one's
   // live blocks do not touch goes back at once.
   bool map_virtual_arena(std::size_t bytes);
+  // What the arena holds of the device: its bytes, or its whole granules.
+  std::size_t reserved_bytes(const Arena& arena) const;
+  // Gives back a block that took device memory of its own.
+  void release_device_block(void* p, std::size_t bytes, bool small, StreamId stream);
   // False when the device refused (what is still mapped stays so).
   bool unmap_unused_granules(Arena& arena) noexcept;
   bool take_range(std::int64_t offset, std::int64_t end);

@@ -55,6 +55,8 @@ struct Lifetimes {
   // after the last step ends; empty when the source marks none.
   std::vector<std::size_t> step_starts;
   std::size_t steps_end = 0;
+  // Two steps or more: the source's marks are the iterations.
+  bool steps_mark_iterations() const { return step_starts.size() >= 2; }
 };
 
 // The device with the most allocations, preferring GPUs (device >= 0); in a
