@@ -349,13 +349,24 @@ SearchStatus SkylineSearch::dfs() {
     return !tiling_ ||
            (tiles_from_[static_cast<size_t>(it.first_section)] && tiles_to_[static_cast<size_t>(it.end_section)]);
   };
+  // Each section's count of buffers that fit at h, as a difference array
+  // over the fitting buffers' lifetimes: one pass over the buffers, not one
+  // over every buffer alive in every section at h (which took four fifths of
+  // a node's time on perfect packings of 1,500 buffers).
+  std::fill(fitting_.begin(), fitting_.end(), 0);
+  for (size_t k = 0; k < items_.size(); ++k) {
+    if (!fits_here(static_cast<int>(k))) continue;
+    ++fitting_[static_cast<size_t>(items_[k].first_section)];
+    --fitting_[static_cast<size_t>(items_[k].end_section)];
+  }
   int lowest = -1;
   int64_t fewest = 0;
   uint64_t lowest_tie = 0;
+  int fitting = 0;
   for (size_t s = 0; s < sections_; ++s) {
+    fitting += fitting_[s];
     if (remaining_[s] == 0 || closed_[s] || floor_[s] != h) continue;
-    int ways = may_stay_empty(s, h) ? 1 : 0;  // leaving it empty
-    for (int k : covering_[s]) ways += fits_here(k) ? 1 : 0;
+    const int ways = fitting + (may_stay_empty(s, h) ? 1 : 0);  // or leaving it empty
     if (ways == 0) return SearchStatus::Infeasible;
     const int64_t slack = capacity_ - h - remaining_[s];
     int64_t key = ways;
@@ -450,6 +461,7 @@ SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::ve
   empty_before_.assign(sections_ + 1, 0);
   tiles_from_.assign(sections_ + 1, 0);
   tiles_to_.assign(sections_ + 1, 0);
+  fitting_.assign(sections_ + 1, 0);
   scratch_.assign(items_.size() * 2 + sections_ + 2, {});
   unplaced_ = static_cast<int>(items_.size());
   for (const Item& it : items_) {

@@ -182,6 +182,7 @@ class SkylineSearch {
   // points that must be covered from the run's start up to this section
   // can be (tiles_from_), and those from here to the run's end (tiles_to_).
   std::vector<char> tiles_from_, tiles_to_;
+  std::vector<int> fitting_;  // scratch, per section + 1: buffers that fit at the level, as differences
   int unplaced_ = 0;
 };
 
