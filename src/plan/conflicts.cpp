@@ -81,6 +81,20 @@ int Sections::of(int64_t t) const {
   return static_cast<int>(std::lower_bound(times_.begin(), times_.end(), t) - times_.begin());
 }
 
+double full_share(const Problem& problem, const std::vector<int>& members, int64_t bytes) {
+  const Sections cuts(problem, members);
+  if (cuts.count() == 0) return 0.0;
+  std::vector<int64_t> live(cuts.count() + 1, 0);  // differences, then the bytes alive in each section
+  for (int i : members) {
+    const Buffer& b = problem.buffers[static_cast<size_t>(i)];
+    live[static_cast<size_t>(cuts.of(b.lower))] += b.size;
+    live[static_cast<size_t>(cuts.of(b.upper))] -= b.size;
+  }
+  std::partial_sum(live.begin(), live.end(), live.begin());
+  live.pop_back();
+  return static_cast<double>(std::count(live.begin(), live.end(), bytes)) / static_cast<double>(live.size());
+}
+
 Problem member_problem(const Problem& problem, const std::vector<int>& members) {
   Problem sub;
   sub.buffers.reserve(members.size());

@@ -50,6 +50,11 @@ class Sections {
   std::vector<int64_t> times_;
 };
 
+// The share of the members' sections in which the buffers alive add up to
+// exactly `bytes` (whole lifetimes: gaps are not read). At a capacity of
+// `bytes`, a plan leaves no slack in those sections.
+double full_share(const Problem& problem, const std::vector<int>& members, int64_t bytes);
+
 // The smallest multiple of `alignment` at or above `value` (negative values
 // too: align_up(-3, 4) is 0).
 inline int64_t align_up(int64_t value, int64_t alignment) {

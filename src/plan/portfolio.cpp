@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "plan/conflicts.h"
 #include "plan/skyline_search.h"
 
 namespace gpumem::plan::detail {
@@ -77,25 +78,46 @@ SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& memb
   FailedStates failed(log2_slots);
 
   static const std::vector<Strategy> kStrategies = strategies();
+  // Where at least half the sections are full at this capacity (no slack),
+  // attempts alternate between two kinds; elsewhere all are systematic.
+  // Systematic attempts run the strategies in turn, the first pass
+  // unseeded, under growing node limits. Dives are short, draw each choice
+  // among equally flat buffers at random (Preference::Drawn) and skip the
+  // release bound (SkylineSearch::check_releases). Without slack a search
+  // either finds the plan with almost no backtracking or never recovers from
+  // an early choice, so many short dives beat a few long searches
+  // (bench/perfect_packings.cpp: #7, every section full, is found by about
+  // one dive in twenty, in under 2 nodes per buffer, and by no systematic
+  // search in 200,000 nodes). With slack, dives would only take time from
+  // the systematic searches, which find MiniMalloc's challenging instances
+  // in a few thousand nodes; and drawn ties there lose: D after 30 s ends
+  // 3,072 bytes higher when the seeded systematic passes draw theirs.
+  const bool dives = full_share(problem, members, capacity) >= 0.5;
+  const uint64_t dive_limit = std::max<uint64_t>(kRestartBase, 2 * members.size());
   auto worker = [&](int id) {
     std::vector<int64_t> local = offsets;
+    uint64_t systematic = 0;  // this worker's systematic attempts so far
     for (uint64_t round = 0;; ++round) {
       const uint64_t attempt = round * static_cast<uint64_t>(threads) + static_cast<uint64_t>(id);
-      // Attempt k runs strategy k mod 36; each later pass over the list is
-      // seeded differently.
-      const Strategy& st = kStrategies[attempt % kStrategies.size()];
-      const uint64_t pass = attempt / kStrategies.size();
-      // Every fourth attempt filters candidates by the floor's tiling (the
-      // first included): it finds some perfect packings in a second that
-      // are out of reach without it, and loses others. The share was
-      // chosen on the ten perfect packings of bench/perfect_packings.cpp.
-      const bool tiling = attempt % 4 == 0;
-      SkylineSearch search(problem, members, st.order, st.focus, pass, st.mirrored, st.preference, tiling);
+      const bool dive = dives && attempt % 2 == 1;
+      const uint64_t nth = dives ? attempt / 2 : attempt;  // among attempts of its kind
+      // The nth of each kind runs strategy nth mod 36; each later pass of
+      // the systematic ones over the list is seeded differently.
+      const Strategy& st = kStrategies[nth % kStrategies.size()];
+      const uint64_t seed = dive ? nth + 1 : nth / kStrategies.size();
+      // Every fourth systematic attempt filters candidates by the floor's
+      // tiling (the first included): it finds some perfect packings in a
+      // second that are out of reach without it, and loses others. The share
+      // was chosen on the ten perfect packings of bench/perfect_packings.cpp.
+      const bool tiling = !dive && nth % 4 == 0;
+      SkylineSearch search(problem, members, st.order, st.focus, seed, st.mirrored,
+                           dive ? Preference::Drawn : st.preference, tiling);
       search.share_failures(&failed);
+      search.check_releases(!dive);
       SearchBudget budget;
       budget.deadline = options.deadline;
       budget.stop = &stop;
-      budget.node_limit = kRestartBase * luby(round + 1);
+      budget.node_limit = dive ? dive_limit : kRestartBase * luby(++systematic);
       if (options.node_limit != 0) {
         const uint64_t used = total_nodes.load();
         if (used >= options.node_limit) return;

@@ -324,7 +324,7 @@ SearchStatus SkylineSearch::dfs() {
   // t stacks above t: t plus those sizes must fit, for every t.
   // Closing a section changes no release nor the level: the parent's check
   // stands, so it runs only after a placement (or a rise of the level).
-  if ((just_placed_ || h != checked_level_) && !release_bound()) return SearchStatus::Infeasible;
+  if (check_releases_ && (just_placed_ || h != checked_level_) && !release_bound()) return SearchStatus::Infeasible;
   just_placed_ = false;
   checked_level_ = h;
 
@@ -407,7 +407,14 @@ SearchStatus SkylineSearch::dfs() {
       else if (f > h)
         score += 1;
     }
-    order.push_back({-score, it.rank, k});
+    // Drawn: ties among equally flat buffers in an order drawn anew at each
+    // level, so that short dives differ in every choice, not only where the
+    // ranking was perturbed (portfolio.cpp).
+    const int tie =
+        preference_ == Preference::Drawn
+            ? static_cast<int>(mix(seed_ ^ (static_cast<uint64_t>(k) << 32) ^ static_cast<uint64_t>(h)) >> 33)
+            : it.rank;
+    order.push_back({-score, tie, k});
   }
   std::sort(order.begin(), order.end());
   const StateKey state = hash_;

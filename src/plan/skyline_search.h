@@ -89,6 +89,7 @@ enum class RankOrder { Area, Lifetime, Size };
 enum class Preference {
   Flattest,  // the one leaving the skyline flattest (flush with its neighbours), then by rank
   Ranked,    // by rank alone
+  Drawn,     // the flattest, ties drawn at random from the seed, the buffer and the level
 };
 
 // Which section at the lowest level is decided first.
@@ -117,6 +118,14 @@ class SkylineSearch {
 
   // Shares failures with other searches of the same members and capacity.
   void share_failures(FailedStates* failed) { failed_ = failed; }
+
+  // Whether nodes check the release bound (on by default). It prunes dead
+  // ends early but takes most of a node's time on perfect packings (each
+  // waiting buffer summed over its sections): a short dive, which succeeds
+  // with almost no backtracking or not at all, runs eight times as many
+  // nodes a second without it (perfect packing #7: about the same share of
+  // dives succeed either way).
+  void check_releases(bool on) { check_releases_ = on; }
 
   SearchStatus find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets);
 
@@ -147,6 +156,7 @@ class SkylineSearch {
   Preference preference_;
   bool tiling_;
   FailedStates* failed_ = nullptr;
+  bool check_releases_ = true;
   std::vector<uint64_t> section_key_;  // per section: the same key whichever way time runs
   StateKey hash_;                      // of the current state
   bool just_placed_ = true;            // the node was entered by a placement

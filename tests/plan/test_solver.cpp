@@ -31,6 +31,22 @@ int64_t brute_force(const Problem& p) {
   });
 }
 
+// A tiny random instance or rectangle cut, all its buffers as members, and
+// its optimum by brute force: what the searches are checked against.
+struct SmallInstance {
+  Problem problem;
+  std::vector<int> members;
+  int64_t optimum;
+};
+SmallInstance small_instance(std::mt19937_64& rng, bool cut) {
+  SmallInstance out;
+  out.problem = cut ? test::rectangle_cut(rng, 3 + static_cast<int>(rng() % 6), 8, 12)
+                    : test::random_problem(rng, 2 + static_cast<int>(rng() % 6), 6, 5);
+  for (size_t i = 0; i < out.problem.buffers.size(); ++i) out.members.push_back(static_cast<int>(i));
+  out.optimum = brute_force(out.problem);
+  return out;
+}
+
 TEST(Solver, MiniMallocReadmeExamplePacksAtItsLowerBound) {
   Problem p;
   p.buffers = {{"b1", 0, 3, 4, 1, {}},
@@ -70,12 +86,7 @@ TEST(SkylineSearch, TheFloorTilingFilterDecidesAsTheSearchWithoutIt) {
   std::mt19937_64 rng(7);
   int tight = 0;
   for (int trial = 0; trial < 1500; ++trial) {
-    const bool cut = trial % 4 == 0;
-    const Problem p = cut ? test::rectangle_cut(rng, 3 + static_cast<int>(rng() % 6), 8, 12)
-                          : test::random_problem(rng, 2 + static_cast<int>(rng() % 6), 6, 5);
-    std::vector<int> members(p.buffers.size());
-    for (size_t i = 0; i < members.size(); ++i) members[i] = static_cast<int>(i);
-    const int64_t optimum = brute_force(p);
+    const auto [p, members, optimum] = small_instance(rng, trial % 4 == 0);
     for (int64_t capacity = lower_bound(p); capacity <= optimum; ++capacity) {
       for (const detail::Focus focus :
            {detail::Focus::FewestWays, detail::Focus::TightFirst, detail::Focus::LeastSlack})
@@ -97,6 +108,47 @@ TEST(SkylineSearch, TheFloorTilingFilterDecidesAsTheSearchWithoutIt) {
     }
   }
   EXPECT_GT(tight, 100);
+}
+
+// A dive draws its ties at random and skips the release bound (portfolio.cpp);
+// left to run to the end it must still decide every capacity exactly: found
+// at the optimum (a valid plan), proven impossible below it.
+TEST(SkylineSearch, ADiveWithoutTheReleaseBoundStillDecidesExactly) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    const auto [p, members, optimum] = small_instance(rng, trial % 2 == 0);
+    for (int64_t capacity = lower_bound(p); capacity <= optimum; ++capacity) {
+      detail::SkylineSearch search(p, members, detail::RankOrder::Area, detail::Focus::FewestWays,
+                                   1 + static_cast<uint64_t>(trial), trial % 3 == 0, detail::Preference::Drawn);
+      search.check_releases(false);
+      detail::SearchBudget budget;
+      budget.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      std::vector<int64_t> offsets(p.buffers.size(), -1);
+      const detail::SearchStatus answer = search.find(capacity, budget, offsets);
+      ASSERT_EQ(answer == detail::SearchStatus::Found, capacity == optimum) << "trial " << trial;
+      if (answer == detail::SearchStatus::Found) ASSERT_FALSE(validate(p, offsets)) << "trial " << trial;
+    }
+  }
+}
+
+// The share of sections whose live bytes are exactly the given ones: what
+// decides whether a search dives, and how long it tries the lower bound.
+TEST(FullShare, CountsTheSectionsAliveAtExactlyThoseBytes) {
+  Problem p;
+  for (int64_t t : {0, 1, 2}) {
+    Buffer b;
+    b.id = std::to_string(t);
+    b.lower = t;
+    b.upper = t + 2;
+    b.size = 4;
+    p.buffers.push_back(b);
+  }
+  // Sections [0,1) [1,2) [2,3) [3,4) hold 4, 8, 8 and 4 bytes.
+  const std::vector<int> all{0, 1, 2};
+  EXPECT_DOUBLE_EQ(detail::full_share(p, all, 8), 0.5);
+  EXPECT_DOUBLE_EQ(detail::full_share(p, all, 4), 0.5);
+  EXPECT_DOUBLE_EQ(detail::full_share(p, all, 12), 0.0);
+  EXPECT_DOUBLE_EQ(detail::full_share(p, {1}, 4), 1.0);
 }
 
 TEST(Solver, ExactNeverLosesToTheHeuristicsAndEveryPlanValidates) {
