@@ -81,9 +81,8 @@ int Sections::of(int64_t t) const {
   return static_cast<int>(std::lower_bound(times_.begin(), times_.end(), t) - times_.begin());
 }
 
-double full_share(const Problem& problem, const std::vector<int>& members, int64_t bytes) {
+FullSections full_sections(const Problem& problem, const std::vector<int>& members, int64_t bytes) {
   const Sections cuts(problem, members);
-  if (cuts.count() == 0) return 0.0;
   std::vector<int64_t> live(cuts.count() + 1, 0);  // differences, then the bytes alive in each section
   for (int i : members) {
     const Buffer& b = problem.buffers[static_cast<size_t>(i)];
@@ -92,7 +91,11 @@ double full_share(const Problem& problem, const std::vector<int>& members, int64
   }
   std::partial_sum(live.begin(), live.end(), live.begin());
   live.pop_back();
-  return static_cast<double>(std::count(live.begin(), live.end(), bytes)) / static_cast<double>(live.size());
+  FullSections out;
+  out.full = static_cast<size_t>(std::count(live.begin(), live.end(), bytes));
+  out.alive = live.size() - static_cast<size_t>(std::count(live.begin(), live.end(), 0));
+  if (bytes == 0) out.full = 0;  // an empty section is not full
+  return out;
 }
 
 Problem member_problem(const Problem& problem, const std::vector<int>& members) {

@@ -50,10 +50,14 @@ class Sections {
   std::vector<int64_t> times_;
 };
 
-// The share of the members' sections in which the buffers alive add up to
-// exactly `bytes` (whole lifetimes: gaps are not read). At a capacity of
-// `bytes`, a plan leaves no slack in those sections.
-double full_share(const Problem& problem, const std::vector<int>& members, int64_t bytes);
+// Of the members' sections where some bytes are alive (whole lifetimes:
+// gaps are not read), how many hold exactly `bytes`: at a capacity of
+// `bytes`, a plan leaves no slack in those.
+struct FullSections {
+  size_t full = 0, alive = 0;
+  double share() const { return alive == 0 ? 0.0 : static_cast<double>(full) / static_cast<double>(alive); }
+};
+FullSections full_sections(const Problem& problem, const std::vector<int>& members, int64_t bytes);
 
 // The smallest multiple of `alignment` at or above `value` (negative values
 // too: align_up(-3, 4) is 0).

@@ -92,10 +92,11 @@ SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& memb
   // the systematic searches, which find MiniMalloc's challenging instances
   // in a few thousand nodes; and drawn ties there lose: D after 30 s ends
   // 3,072 bytes higher when the seeded systematic passes draw theirs.
-  const bool dives = full_share(problem, members, capacity) >= 0.5;
+  const bool dives = full_sections(problem, members, capacity).share() >= 0.5;
   const uint64_t dive_limit = std::max<uint64_t>(kRestartBase, 2 * members.size());
+  const std::vector<int64_t> start = offsets;  // workers copy this, not `offsets`, which the first to finish writes
   auto worker = [&](int id) {
-    std::vector<int64_t> local = offsets;
+    std::vector<int64_t> local = start;
     uint64_t systematic = 0;  // this worker's systematic attempts so far
     for (uint64_t round = 0;; ++round) {
       const uint64_t attempt = round * static_cast<uint64_t>(threads) + static_cast<uint64_t>(id);

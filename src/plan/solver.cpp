@@ -79,25 +79,6 @@ int64_t partition_lower_bound(const Problem& p, const std::vector<int>& members)
   return lower_bound(detail::member_problem(p, members));
 }
 
-// The share of the sections, over the partitions still above their bound,
-// that are full at their bound: a plan at the bound leaves no slack there.
-// Each choice in such a section is forced or wrong, and a wrong one shows
-// soon, so short dives find a plan at the bound, or nothing does. Above the
-// bound every section has slack and the search no such guide: perfect
-// packing #7 of bench/perfect_packings.cpp (every section full) has no plan
-// found at 1.15 times its bound in 200,000 nodes, where one dive in twenty
-// at the bound finds one.
-double full_share(const Problem& problem, const std::vector<Partition>& parts) {
-  double full = 0.0, sections = 0.0;
-  for (const Partition& part : parts) {
-    if (part.arena <= part.proven || has_gaps(problem, part.members)) continue;
-    const double count = static_cast<double>(detail::Sections(problem, part.members).count());
-    full += count * detail::full_share(problem, part.members, partition_lower_bound(problem, part.members));
-    sections += count;
-  }
-  return sections == 0.0 ? 0.0 : full / sections;
-}
-
 }  // namespace
 
 const char* to_string(StopReason reason) {
@@ -203,6 +184,27 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     }
   }
 
+  // The share of the sections, over the partitions the skyline portfolio
+  // would search at `target`, that are full at it: a plan there leaves them
+  // no slack. Each choice in such a section is forced or wrong, and a wrong
+  // one shows soon, so short dives find a plan at the target, or nothing
+  // does (portfolio.cpp dives where half are full). Above a perfect
+  // packing's height every section has slack and the search no such guide:
+  // #7 of bench/perfect_packings.cpp has no plan found at 1.15 times its
+  // height in 200,000 nodes, where one dive in twenty at its height finds one.
+  auto full_share_at = [&](int64_t target) {
+    detail::FullSections all;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (parts[p].arena <= target || parts[p].members.size() > max_exact_buffers || general[p] || disjunctive[p]) {
+        continue;
+      }
+      const detail::FullSections one = detail::full_sections(problem, parts[p].members, target);
+      all.full += one.full;
+      all.alive += one.alive;
+    }
+    return all.share();
+  };
+
   detail::SearchBudget budget;
   budget.deadline = deadline;
   budget.node_limit = options.node_limit;
@@ -280,24 +282,26 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     // Minimise. A capacity comes first: fitting it is what the caller needs
     // (a proof that nothing fits shows in the proven bound).
     // Then most real instances pack at their lower bound: try that with a
-    // tenth of the time left, then close in from above. Those that do pack
+    // tenth of the time left (more where its sections are full, below), then
+    // close in from above. Those that do pack
     // there are found within thousands of nodes (MiniMalloc's suite: under
     // 0.1 s; perfect packings of 2,000 buffers: under 1.5 s); the rest of
     // the time goes to closing in, which is what D needs (in 30 s: 993,280
     // bytes with a tenth, 995,328 with a third).
     if (options.capacity && global_arena() > *options.capacity) reach(*options.capacity, deadline);
     // Where the sections are full at the bound, the first try gets more of
-    // the time (full_share() says why): a tenth where few are (D: 5% of its
+    // the time (full_share_at() says why): a tenth where few are (D: 5% of its
     // sections, J: 1%), half where all are (perfect packings). Not more:
     // the hardest perfect packings of bench/perfect_packings.cpp are found
     // in 1 to 10 s where they are found (#7, #4, #6), and where none is,
     // closing in needs the other half to improve on the heuristic's plan
     // (#6: 1.34 times the bound after 3 s, 1.17 to 1.22 after 15).
-    const double full = full_share(problem, parts);
+    const int64_t bound = global_proven();
+    const double full = full_share_at(bound);
     const double first_share = 0.1 + 0.4 * full * full;
     const auto first_try =
         Clock::now() + std::chrono::duration_cast<Clock::duration>((deadline - Clock::now()) * first_share);
-    auto status = reach(global_proven(), first_try);
+    auto status = reach(bound, first_try);
     // Closing in: first a target halfway down the gap, with a quarter of
     // the time left; a plan found there, or a proof that none exists, halves
     // the gap at once. When that runs out of time, the next stride is half

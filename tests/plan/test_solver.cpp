@@ -112,30 +112,43 @@ TEST(SkylineSearch, TheFloorTilingFilterDecidesAsTheSearchWithoutIt) {
 
 // A dive draws its ties at random and skips the release bound (portfolio.cpp);
 // left to run to the end it must still decide every capacity exactly: found
-// at the optimum (a valid plan), proven impossible below it.
+// at the optimum (a valid plan), proven impossible below it; and so must a
+// systematic search reading the dead states a dive recorded.
 TEST(SkylineSearch, ADiveWithoutTheReleaseBoundStillDecidesExactly) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 400; ++trial) {
     const auto [p, members, optimum] = small_instance(rng, trial % 2 == 0);
     for (int64_t capacity = lower_bound(p); capacity <= optimum; ++capacity) {
-      detail::SkylineSearch search(p, members, detail::RankOrder::Area, detail::Focus::FewestWays,
-                                   1 + static_cast<uint64_t>(trial), trial % 3 == 0, detail::Preference::Drawn);
-      search.check_releases(false);
-      detail::SearchBudget budget;
-      budget.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      std::vector<int64_t> offsets(p.buffers.size(), -1);
-      const detail::SearchStatus answer = search.find(capacity, budget, offsets);
-      ASSERT_EQ(answer == detail::SearchStatus::Found, capacity == optimum) << "trial " << trial;
-      if (answer == detail::SearchStatus::Found) ASSERT_FALSE(validate(p, offsets)) << "trial " << trial;
+      // Dives share their table of dead states with the systematic searches
+      // (portfolio.cpp): a cut-off dive first fills it, then a dive and a
+      // systematic search, each left to finish, must both decide exactly.
+      detail::FailedStates failed(12);
+      for (int run = 0; run < 3; ++run) {
+        const bool dive = run < 2;
+        detail::SkylineSearch search(p, members, detail::RankOrder::Area, detail::Focus::FewestWays,
+                                     dive ? 1 + static_cast<uint64_t>(trial) : 0, trial % 3 == 0,
+                                     dive ? detail::Preference::Drawn : detail::Preference::Flattest);
+        search.check_releases(!dive);
+        search.share_failures(&failed);
+        detail::SearchBudget budget;
+        budget.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        if (run == 0) budget.node_limit = 1 + static_cast<uint64_t>(trial) % 8;  // cut off early
+        std::vector<int64_t> offsets(p.buffers.size(), -1);
+        const detail::SearchStatus answer = search.find(capacity, budget, offsets);
+        if (answer == detail::SearchStatus::Found) ASSERT_FALSE(validate(p, offsets)) << "trial " << trial;
+        if (answer == detail::SearchStatus::Limit) continue;
+        ASSERT_EQ(answer == detail::SearchStatus::Found, capacity == optimum) << "trial " << trial << ", run " << run;
+      }
     }
   }
 }
 
-// The share of sections whose live bytes are exactly the given ones: what
-// decides whether a search dives, and how long it tries the lower bound.
-TEST(FullShare, CountsTheSectionsAliveAtExactlyThoseBytes) {
+// Sections whose live bytes are exactly the given ones, out of those with
+// any: what decides whether a search dives, and how long it tries the
+// lower bound.
+TEST(FullSections, CountsTheSectionsAliveAtExactlyThoseBytes) {
   Problem p;
-  for (int64_t t : {0, 1, 2}) {
+  for (int64_t t : {0, 1, 2, 6}) {
     Buffer b;
     b.id = std::to_string(t);
     b.lower = t;
@@ -143,12 +156,16 @@ TEST(FullShare, CountsTheSectionsAliveAtExactlyThoseBytes) {
     b.size = 4;
     p.buffers.push_back(b);
   }
-  // Sections [0,1) [1,2) [2,3) [3,4) hold 4, 8, 8 and 4 bytes.
-  const std::vector<int> all{0, 1, 2};
-  EXPECT_DOUBLE_EQ(detail::full_share(p, all, 8), 0.5);
-  EXPECT_DOUBLE_EQ(detail::full_share(p, all, 4), 0.5);
-  EXPECT_DOUBLE_EQ(detail::full_share(p, all, 12), 0.0);
-  EXPECT_DOUBLE_EQ(detail::full_share(p, {1}, 4), 1.0);
+  // Sections [0,1) [1,2) [2,3) [3,4) hold 4, 8, 8 and 4 bytes; [4,6) none.
+  const std::vector<int> first3{0, 1, 2};
+  EXPECT_EQ(detail::full_sections(p, first3, 8).full, 2u);
+  EXPECT_EQ(detail::full_sections(p, first3, 8).alive, 4u);
+  EXPECT_DOUBLE_EQ(detail::full_sections(p, first3, 4).share(), 0.5);
+  EXPECT_DOUBLE_EQ(detail::full_sections(p, first3, 12).share(), 0.0);
+  // A stretch of time with nothing alive is not counted.
+  const std::vector<int> apart{0, 3};
+  EXPECT_EQ(detail::full_sections(p, apart, 4).alive, 2u);
+  EXPECT_DOUBLE_EQ(detail::full_sections(p, apart, 4).share(), 1.0);
 }
 
 TEST(Solver, ExactNeverLosesToTheHeuristicsAndEveryPlanValidates) {
