@@ -9,7 +9,10 @@
 # median of RUNS each, and checks MiniMalloc's plan with gpumem's validator
 # (`gpumem plan --validate OUT`). MiniMalloc is not built here: build it beside
 # the project (github.com/google/minimalloc, `cmake -DCMAKE_BUILD_TYPE=Release
-# && make`) and give its binary.
+# && make`, which builds Abseil from a submodule; or compile src/*.cc except
+# the tests against Debian's libabsl-dev, see docs/plan.md) and give its
+# binary. MiniMalloc gets --timeout=$MINIMALLOC_TIMEOUT (default 600s), so an
+# instance it cannot solve ends as "found no plan" instead of hanging.
 #   bench/vs_minimalloc.sh MINIMALLOC_BINARY [DIR] [RUNS]      (after `make build`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +47,9 @@ for csv in "$dir"/*.csv; do
   name=$(basename "$csv")
   capacity=$(echo "$name" | grep -oE '\.[0-9]+\.csv$' | tr -dc '0-9')
   [[ -n "$capacity" ]] || { echo "$name: no capacity in the file name" >&2; continue; }
-  median_ms "$minimalloc" --capacity="$capacity" --input="$csv" --output="$out/m.csv"
+  rm -f "$out/m.csv"
+  median_ms "$minimalloc" --capacity="$capacity" --input="$csv" --output="$out/m.csv" \
+    --timeout="${MINIMALLOC_TIMEOUT:-600s}"
   m=$ms m_status=$status
   median_ms "$bin" plan "$csv" --capacity "$capacity" --out "$out/g.csv"
   g=$ms g_status=$status
