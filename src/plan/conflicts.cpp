@@ -92,9 +92,10 @@ FullSections full_sections(const Problem& problem, const std::vector<int>& membe
   std::partial_sum(live.begin(), live.end(), live.begin());
   live.pop_back();
   FullSections out;
-  out.full = static_cast<size_t>(std::count(live.begin(), live.end(), bytes));
-  out.alive = live.size() - static_cast<size_t>(std::count(live.begin(), live.end(), 0));
-  if (bytes == 0) out.full = 0;  // an empty section is not full
+  for (const int64_t v : live) {
+    out.alive += v != 0;
+    out.full += v != 0 && v == bytes;
+  }
   return out;
 }
 

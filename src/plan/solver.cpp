@@ -282,12 +282,12 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     // Minimise. A capacity comes first: fitting it is what the caller needs
     // (a proof that nothing fits shows in the proven bound).
     // Then most real instances pack at their lower bound: try that with a
-    // tenth of the time left (more where its sections are full, below), then
-    // close in from above. Those that do pack
-    // there are found within thousands of nodes (MiniMalloc's suite: under
-    // 0.1 s; perfect packings of 2,000 buffers: under 1.5 s); the rest of
-    // the time goes to closing in, which is what D needs (in 30 s: 993,280
-    // bytes with a tenth, 995,328 with a third).
+    // tenth of the time left (more where its sections are full, below),
+    // then close in from above. Those that do pack there are found within
+    // thousands of nodes (MiniMalloc's suite: under 0.1 s; perfect packings
+    // of 2,000 buffers: under 1.5 s); the rest of the time goes to closing
+    // in, which is what D needs (in 30 s: 993,280 bytes with a tenth,
+    // 995,328 with a third).
     if (options.capacity && global_arena() > *options.capacity) reach(*options.capacity, deadline);
     // Where the sections are full at the bound, the first try gets more of
     // the time (full_share_at() says why): a tenth where few are (D: 5% of its

@@ -156,13 +156,14 @@ TEST(FullSections, CountsTheSectionsAliveAtExactlyThoseBytes) {
     b.size = 4;
     p.buffers.push_back(b);
   }
-  // Sections [0,1) [1,2) [2,3) [3,4) hold 4, 8, 8 and 4 bytes; [4,6) none.
+  // Buffers 0 to 2: sections [0,1) [1,2) [2,3) [3,4) hold 4, 8, 8 and 4 bytes.
   const std::vector<int> first3{0, 1, 2};
   EXPECT_EQ(detail::full_sections(p, first3, 8).full, 2u);
   EXPECT_EQ(detail::full_sections(p, first3, 8).alive, 4u);
   EXPECT_DOUBLE_EQ(detail::full_sections(p, first3, 4).share(), 0.5);
   EXPECT_DOUBLE_EQ(detail::full_sections(p, first3, 12).share(), 0.0);
-  // A stretch of time with nothing alive is not counted.
+  // Buffers 0 ([0,2)) and 3 ([6,8)): the section [2,6) between them holds
+  // nothing and is not counted.
   const std::vector<int> apart{0, 3};
   EXPECT_EQ(detail::full_sections(p, apart, 4).alive, 2u);
   EXPECT_DOUBLE_EQ(detail::full_sections(p, apart, 4).share(), 1.0);
