@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
@@ -11,6 +12,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/report/fit_report.h"
+#include "gpumem/trace/formats.h"
 
 namespace gpumem::cli {
 
@@ -18,7 +20,7 @@ Action add_fit_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("fit", "Make a training step fit a budget: cheapest changes, checkpointing, largest batch");
   struct Args {
-    std::string model, budget, emit, out_dir = ".";
+    std::string model, budget, emit, out_dir = ".", trace_out;
     StepFlags step_flags;
     ModelFlags flags;
     bool max_batch = false, json = false;
@@ -26,7 +28,10 @@ Action add_fit_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
-  cmd->add_option("--budget", args->budget, "Memory per GPU (e.g. 24GiB)")->required();
+  cmd->add_option("--budget", args->budget,
+                  "Device memory per GPU (e.g. 24GiB): the step's reserved peak under --allocator plus --overhead "
+                  "must fit it")
+      ->required();
   add_shape_flags(*cmd, args->flags);
   cmd->add_flag("--max-batch", args->max_batch, "Find the largest batch (the first input dimension) that fits");
   add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
@@ -39,6 +44,8 @@ Action add_fit_command(CLI::App& app) {
       ->check(CLI::IsMember({"checkpoint", "deepspeed", "fsdp"}));
   cmd->add_option("-o,--out", args->out_dir, "Directory for --emit (default: .)");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/fit.md)");
+  cmd->add_option("--trace", args->trace_out,
+                  "Write the chosen step, changes applied, as a gpumem trace (gpumem replay reads it)");
 
   return [args]() {
     train::FitRequest request;
@@ -46,7 +53,7 @@ Action add_fit_command(CLI::App& app) {
     apply_step_flags(args->step_flags, request.options);
     request.precision_auto = args->step_flags.precision == "auto";
     request.max_batch = args->max_batch;
-    request.budget = parse_size_flag("--budget", args->budget);
+    request.budget = parse_memory_flag("--budget", args->budget);
     request.gpus = args->gpus;
     if ((args->emit == "deepspeed" || args->emit == "fsdp") && args->gpus < 2) {
       throw InputError("fit: --emit " + args->emit + " needs --gpus N (N > 1)");
@@ -56,6 +63,11 @@ Action add_fit_command(CLI::App& app) {
     if (!args->emit.empty()) {
       const auto [name, contents] = emitted_file(fit, args->emit);
       write_file_atomically((std::filesystem::path(args->out_dir) / name).string(), contents);
+    }
+    if (!args->trace_out.empty()) {
+      std::ostringstream history;
+      trace::write_history(train::step_trace(fit.step), history);
+      trace::write_trace_file(args->trace_out, history.str());
     }
     if (args->json) {
       std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), stdout);

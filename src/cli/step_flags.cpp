@@ -1,5 +1,10 @@
 #include "cli/step_flags.h"
 
+#include "cli/size_flag.h"
+#include "gpumem/common/device_overhead.h"
+#include "gpumem/common/units.h"
+#include "gpumem/train/device_memory.h"
+
 #include <map>
 #include <vector>
 
@@ -45,12 +50,22 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
       ->check(CLI::IsMember(precision_names));
   cmd.add_option("--device", flags.device, "cuda | cpu: the kernels' own allocations differ (default cuda)")
       ->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd.add_option("--allocator", flags.allocator,
+                 "pytorch | pytorch-expandable | gpumem | gpumem-expandable: the caching allocator whose reserved "
+                 "bytes count (default pytorch; none with --device cpu)")
+      ->check(CLI::IsMember(train::step_allocator_names()));
+  cmd.add_option("--overhead", flags.overhead,
+                 "Device memory no allocator sees: CUDA context, cuBLAS/cuDNN workspaces (default " +
+                     format_bytes(kDefaultCudaOverheadBytes) + " on cuda, 0 on cpu)");
 }
 
 void apply_step_flags(const StepFlags& flags, train::TrainOptions& options) {
   options.optimizer = optimizers().at(flags.optimizer);
   options.precision = flags.precision == "auto" ? train::Precision::kFp32 : precisions().at(flags.precision);
   options.device = flags.device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
+  options.allocator = flags.allocator;
+  if (!flags.overhead.empty()) options.overhead_bytes = parse_memory_flag("--overhead", flags.overhead, true);
+  train::step_allocator(options);  // --allocator with --device cpu is refused here, before any work
 }
 
 }  // namespace gpumem::cli

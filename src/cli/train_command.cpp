@@ -13,6 +13,7 @@
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/trace/formats.h"
+#include "gpumem/train/device_memory.h"
 
 namespace gpumem::cli {
 
@@ -64,6 +65,7 @@ Action add_train_command(CLI::App& app) {
     if (!args->foreach.empty()) o.foreach = args->foreach == "on";
     o.checkpoint = args->checkpoint;
     const train::TrainingStep step = train::predict_training_step(args->model, o);
+    const train::DeviceMemory device = train::device_memory(step);
     for (const auto& w : step.warnings)
       std::fprintf(stderr, "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());
     if (!args->trace_out.empty()) {
@@ -72,9 +74,9 @@ Action add_train_command(CLI::App& app) {
       trace::write_trace_file(args->trace_out, history.str());
     }
     if (args->json) {
-      std::fputs((train_to_json(step, args->top).dump(2) + "\n").c_str(), stdout);
+      std::fputs((train_to_json(step, device, args->top).dump(2) + "\n").c_str(), stdout);
     } else {
-      std::fputs(render_train_text(step, args->top).c_str(), stdout);
+      std::fputs(render_train_text(step, device, args->top).c_str(), stdout);
     }
     if (!args->html.empty()) write_html(args->html, report::train_html(step));
     return 0;

@@ -13,7 +13,15 @@ std::string render_fit_text(const train::FitResult& f) {
                    f.fits ? fmt::format("{} of {}", format_bytes(f.predicted_peak), format_bytes(f.budget))
                           : fmt::format("needs {}, {} over {}", format_bytes(f.predicted_peak),
                                         format_bytes(f.predicted_peak - f.budget), format_bytes(f.budget))));
-  line(fmt::format("            {}, {}", to_string(f.options.optimizer), to_string(f.options.precision)));
+  line(fmt::format("            {}, {}, device {}", to_string(f.options.optimizer), to_string(f.options.precision),
+                   to_string(f.options.device)));
+  if (f.device.allocator.empty()) {
+    line("            on the CPU: the tensors' peak, nothing cached, no overhead");
+  } else {
+    line(fmt::format("            = {} reserved by the {} allocator + {} overhead (--overhead); tensors' peak {}",
+                     format_bytes(f.device.reserved_peak), f.device.allocator, format_bytes(f.device.overhead),
+                     format_bytes(f.device.allocated_peak)));
+  }
   if (f.max_batch_without_checkpointing) {
     line(fmt::format("Max batch   {} (the next, {}, would need {}); without checkpointing: {}", f.batch, f.batch + 1,
                      f.next_batch_peak ? format_bytes(*f.next_batch_peak) : std::string("?"),
@@ -39,11 +47,12 @@ std::string render_fit_text(const train::FitResult& f) {
   }
   if (!f.per_gpu.empty()) {
     line();
-    line(fmt::format("Per GPU     model states and activations, before checkpointing"));
+    line(fmt::format("Per GPU     model states and activations, before checkpointing, + {} overhead",
+                     format_bytes(f.overhead)));
     line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", "engine", "setting", "per GPU", "CPU (node)", "fits"));
     for (const auto& p : f.per_gpu) {
       line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", p.engine, p.setting, format_bytes(p.gpu_bytes_per_gpu),
-                       format_bytes(p.cpu_bytes), p.gpu_bytes_per_gpu <= f.budget ? "yes" : "no"));
+                       format_bytes(p.cpu_bytes), p.gpu_bytes_per_gpu + f.overhead <= f.budget ? "yes" : "no"));
     }
   }
   return out;
@@ -57,6 +66,12 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
   doc["batch"] = f.batch;
   doc["budget_bytes"] = f.budget;
   doc["predicted_peak_bytes"] = f.predicted_peak;
+  doc["allocated_peak_bytes"] = f.device.allocated_peak;
+  doc["reserved_peak_bytes"] = f.device.reserved_peak;
+  doc["device_bytes"] = f.device.device_bytes();
+  doc["overhead_bytes"] = f.device.overhead;
+  doc["allocator"] = f.device.allocator.empty() ? json(nullptr) : json(f.device.allocator);
+  doc["device"] = to_string(f.options.device);
   doc["optimizer"] = to_string(f.options.optimizer);
   doc["precision"] = to_string(f.options.precision);
   doc["checkpoint"] = f.checkpoint.modules;
@@ -90,7 +105,7 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
                        {"optimizer_bytes", p.optimizer_bytes},
                        {"buffer_bytes", p.buffer_bytes},
                        {"activation_bytes", p.activation_bytes},
-                       {"fits", p.gpu_bytes_per_gpu <= f.budget}});
+                       {"fits", p.gpu_bytes_per_gpu + f.overhead <= f.budget}});
   }
   doc["per_gpu"] = per_gpu;
   return doc;
@@ -117,8 +132,8 @@ std::pair<std::string, std::string> emitted_file(const train::FitResult& f, cons
   for (const auto& p : f.per_gpu) {
     if (p.engine != engine) continue;
     if (!chosen) chosen = &p;
-    const bool fits = p.gpu_bytes_per_gpu <= f.budget;
-    const bool chosen_fits = chosen->gpu_bytes_per_gpu <= f.budget;
+    const bool fits = p.gpu_bytes_per_gpu + f.overhead <= f.budget;
+    const bool chosen_fits = chosen->gpu_bytes_per_gpu + f.overhead <= f.budget;
     if ((fits && !chosen_fits) || (!chosen_fits && p.gpu_bytes_per_gpu < chosen->gpu_bytes_per_gpu)) chosen = &p;
   }
   if (!chosen) return {kind, ""};

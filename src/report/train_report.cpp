@@ -35,7 +35,7 @@ constexpr train::Phase kPhases[] = {train::Phase::kResident, train::Phase::kForw
 
 }  // namespace
 
-std::string render_train_text(const TrainingStep& s, int top) {
+std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& d, int top) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
   line(fmt::format("Training step {} (predicted)", s.model));
@@ -43,8 +43,18 @@ std::string render_train_text(const TrainingStep& s, int top) {
   line(fmt::format("Parameters  {} trainable, {} frozen ({})", format_count(s.trainable_parameters),
                    format_count(s.frozen_parameters), format_bytes(s.parameter_bytes)));
   line();
-  line(
-      fmt::format("Peak        {:>12}  in {} at '{}'", format_bytes(s.peak_bytes), to_string(s.peak_phase), s.peak_op));
+  const bool cpu = s.options.device == train::Device::kCpu;
+  line(fmt::format("Device      {:>12}  reserved + overhead: what the {} must have free",
+                   format_bytes(d.device_bytes()), cpu ? "CPU" : "GPU"));
+  line(fmt::format("  {:<18}{:>12}  {}", "reserved", format_bytes(d.reserved_peak),
+                   cpu ? std::string("no cache on the CPU: what is allocated")
+                       : fmt::format("the step replayed under the {} allocator (max_memory_reserved)", d.allocator)));
+  line(fmt::format("  {:<18}{:>12}  {}", "overhead", format_bytes(d.overhead),
+                   cpu                        ? "none on the CPU"
+                   : s.options.overhead_bytes ? "CUDA context and workspaces (--overhead)"
+                                              : "CUDA context and workspaces: a stated default, --overhead to set it"));
+  line(fmt::format("Allocated   {:>12}  in {} at '{}': the tensors' peak (max_memory_allocated)",
+                   format_bytes(s.peak_bytes), to_string(s.peak_phase), s.peak_op));
   for (int c = 0; c < train::kCategories; ++c) {
     line(fmt::format("  {:<18}{:>12}", to_string(static_cast<Category>(c)), format_bytes(s.breakdown[c])));
   }
@@ -78,7 +88,7 @@ std::string render_train_text(const TrainingStep& s, int top) {
   return out;
 }
 
-nlohmann::ordered_json train_to_json(const TrainingStep& s, int top) {
+nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceMemory& d, int top) {
   using json = nlohmann::ordered_json;
   const auto& o = s.options;
   json doc;
@@ -91,9 +101,14 @@ nlohmann::ordered_json train_to_json(const TrainingStep& s, int top) {
                      {"grads", o.grads_set_to_none ? "set-to-none" : "zero"},
                      {"step", o.first_step ? "first" : "steady"},
                      {"device", to_string(o.device)},
-                     {"foreach", o.foreach ? json(*o.foreach) : json(nullptr)}};
+                     {"foreach", o.foreach ? json(*o.foreach) : json(nullptr)},
+                     {"allocator", d.allocator.empty() ? json(nullptr) : json(d.allocator)},
+                     {"overhead_bytes", d.overhead}};
   doc["parameters"] = {
       {"trainable", s.trainable_parameters}, {"frozen", s.frozen_parameters}, {"bytes", s.parameter_bytes}};
+  doc["allocated_peak_bytes"] = d.allocated_peak;
+  doc["reserved_peak_bytes"] = d.reserved_peak;
+  doc["device_bytes"] = d.device_bytes();
   doc["peak_bytes"] = s.peak_bytes;
   doc["peak_phase"] = to_string(s.peak_phase);
   doc["peak_op"] = s.peak_op;

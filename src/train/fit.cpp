@@ -1,5 +1,7 @@
 #include "gpumem/train/fit.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "gpumem/common/error.h"
@@ -18,53 +20,116 @@ int64_t batch_of(const Model& m) {
   return 0;
 }
 
+// One way of running the step, judged on the device.
+struct Candidate {
+  TrainOptions options;
+  TrainingStep step;
+  DeviceMemory device;
+  bool fits() const { return !device.runs_out; }
+  uint64_t need() const { return device.device_bytes(); }
+};
+
+Candidate evaluate(const Model& model, const TrainOptions& options, uint64_t budget) {
+  Candidate c{options, predict_training_step(model, options), {}};
+  c.device = device_memory(c.step, budget);
+  return c;
+}
+
+// Checkpointing chosen on allocated bytes (plan_checkpointing), then judged
+// on the device: the allocated target starts at the budget less the
+// overhead and is lowered by what the allocator reserved beyond it, until
+// the plan fits or the target cannot go lower. A plan that fits at the
+// first target is optimal on the device too (any plan that fits there has
+// its allocated peak within that target); later ones are not proven.
+std::pair<CheckpointPlan, Candidate> checkpoint_on_device(const Model& model, const Candidate& current,
+                                                          uint64_t budget) {
+  const uint64_t overhead = current.device.overhead;
+  CheckpointPlan best_plan;
+  Candidate best = current;
+  if (budget <= overhead) return {best_plan, best};
+  uint64_t target = budget - overhead;
+  for (int round = 0; round < 8; ++round) {
+    CheckpointPlan plan = plan_checkpointing(model, current.options, target);
+    // No modules: the step's allocated peak is within the target already
+    // (the allocator's extra is what does not fit), or nothing can be
+    // checkpointed.
+    uint64_t need = current.need();
+    if (!plan.modules.empty()) {
+      Candidate c{current.options, plan.step, device_memory(plan.step, budget)};
+      c.options.checkpoint = plan.modules;
+      plan.optimal = plan.optimal && round == 0 && c.fits();
+      const bool better = best_plan.modules.empty() || (c.fits() && !best.fits()) ||
+                          (c.fits() == best.fits() &&
+                           (c.fits() ? c.step.recompute_flops < best.step.recompute_flops : c.need() < best.need()));
+      if (better) {
+        best_plan = plan;
+        best = c;
+      }
+      if (c.fits()) break;
+      need = c.need();
+    }
+    if (!plan.fits) break;  // not even the allocated target is reached
+    // What the allocator added on top of the allocated peak, at least a
+    // 64th of the target, so that each round asks for a real change.
+    const uint64_t excess = std::max(need > budget ? need - budget : 0, target / 64);
+    const uint64_t allocated = std::min(target, plan.step.peak_bytes);
+    if (excess >= allocated) break;
+    target = allocated - excess;
+  }
+  if (best_plan.modules.empty()) return {best_plan, best};
+  best_plan.fits = best.fits();
+  return {best_plan, best};
+}
+
 // The changes for one batch: precision and optimizer first (when allowed),
-// then checkpointing.
+// then checkpointing, each judged by what the device holds.
 FitResult fit_at(const std::string& path, const FitRequest& request, std::optional<int64_t> batch) {
   FitResult r;
   r.budget = request.budget;
-  r.options = request.options;
-  if (batch) r.options.model.load.batch = *batch;
-  const Model model = load_onnx_model(path, r.options.model.load);
+  TrainOptions options = request.options;
+  if (batch) options.model.load.batch = *batch;
+  const Model model = load_onnx_model(path, options.model.load);
   r.batch = batch_of(model);
-  uint64_t peak = predict_training_step(model, r.options).peak_bytes;
-  r.predicted_peak = peak;
+  Candidate current = evaluate(model, options, request.budget);
   auto apply = [&](const std::string& change, const std::string& cost, auto&& modify) {
-    if (peak <= request.budget) return;
-    TrainOptions next = r.options;
+    if (current.fits()) return;
+    TrainOptions next = current.options;
     modify(next);
-    const uint64_t after = predict_training_step(model, next).peak_bytes;
-    if (after >= peak) return;  // it does not help this model
-    r.changes.push_back({change, peak, after, cost});
-    r.options = next;
-    peak = after;
+    Candidate c = evaluate(model, next, request.budget);
+    if (!c.fits() && c.need() >= current.need()) return;  // it does not help this model
+    r.changes.push_back({change, current.need(), c.need(), cost});
+    current = std::move(c);
   };
-  if (request.precision_auto && r.options.precision == Precision::kFp32) {
+  if (request.precision_auto && current.options.precision == Precision::kFp32) {
     apply("--precision amp-bf16", "bf16 autocast: matmuls and convolutions in bfloat16, weights kept in fp32",
           [](TrainOptions& o) { o.precision = Precision::kAmpBf16; });
   }
-  if (request.precision_auto && (r.options.optimizer == Optimizer::kAdam || r.options.optimizer == Optimizer::kAdamW)) {
+  if (request.precision_auto &&
+      (current.options.optimizer == Optimizer::kAdam || current.options.optimizer == Optimizer::kAdamW)) {
     apply("--optimizer adam8bit", "bitsandbytes' 8-bit Adam: states quantised blockwise",
           [](TrainOptions& o) { o.optimizer = Optimizer::kAdam8bit; });
   }
-  r.predicted_peak = peak;
-  if (peak > request.budget) {
-    r.checkpoint = plan_checkpointing(model, r.options, request.budget);
-    if (r.checkpoint.fits || r.checkpoint.peak_bytes < peak) {
-      r.changes.push_back({fmt::format("checkpoint {} module(s)", r.checkpoint.modules.size()), peak,
-                           r.checkpoint.peak_bytes,
-                           fmt::format("recomputes {:.1f}% of a forward pass", 100 * r.checkpoint.recompute_fraction)});
-      r.options.checkpoint = r.checkpoint.modules;
-      peak = r.checkpoint.peak_bytes;
+  if (!current.fits()) {
+    auto [plan, checkpointed] = checkpoint_on_device(model, current, request.budget);
+    if (!plan.modules.empty() && (checkpointed.fits() || checkpointed.need() < current.need())) {
+      r.changes.push_back({fmt::format("checkpoint {} module(s)", plan.modules.size()), current.need(),
+                           checkpointed.need(),
+                           fmt::format("recomputes {:.1f}% of a forward pass", 100 * plan.recompute_fraction)});
+      r.checkpoint = std::move(plan);
+      current = std::move(checkpointed);
     }
   }
-  r.predicted_peak = peak;
-  r.fits = peak <= request.budget;
+  r.options = current.options;
+  r.device = current.device;
+  r.predicted_peak = current.need();
+  r.fits = current.fits();
+  r.overhead = current.device.overhead;
   if (request.gpus > 1) {
     TrainOptions sharded = r.options;
     sharded.checkpoint.clear();
     r.per_gpu = sharding_plans(model_states_of(predict_training_step(model, sharded)), Cluster{request.gpus, 1});
   }
+  r.step = std::move(current.step);
   return r;
 }
 
@@ -117,7 +182,7 @@ FitResult fit_training(const std::string& path, const FitRequest& request) {
     o.checkpoint.clear();
     o.model.load.batch = mid;
     const Model m = load_onnx_model(path, o.model.load);
-    (predict_training_step(m, o).peak_bytes <= request.budget ? a : b) = mid;
+    (evaluate(m, o, request.budget).fits() ? a : b) = mid;
   }
   best.max_batch_without_checkpointing = a;
   best.batches_tried = std::move(tried);

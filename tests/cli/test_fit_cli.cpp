@@ -90,6 +90,46 @@ TEST(CliFit, MistakesAreOneLine) {
   const CliRun budget = run("fit " + kResnet + " --budget lots");
   EXPECT_EQ(budget.code, 2);
   EXPECT_NE(budget.err.find("--budget 'lots'"), std::string::npos) << budget.err;
+  // A bare number is not taken as bytes: it suggests the unit.
+  const CliRun bare = run("fit " + kResnet + " --budget 24");
+  EXPECT_EQ(bare.code, 2);
+  EXPECT_NE(bare.err.find("--budget 24: give a unit, e.g. 24GiB"), std::string::npos) << bare.err;
+  EXPECT_EQ(bare.err.find('\n'), bare.err.size() - 1);
+  EXPECT_EQ(run("fit " + kResnet + " --budget 24B").code, 3);
+}
+
+// On CUDA, fit decides on reserved + overhead and writes the step it chose:
+// `replay` of that file under the same allocator, with the budget less the
+// overhead as capacity, agrees.
+TEST(CliFit, DecidesOnTheDeviceAndItsTraceReplaysWithinTheBudget) {
+  const std::string out = testing::TempDir() + "gpumem_fit_trace_" + std::to_string(getpid()) + ".jsonl.gz";
+  const std::string model = train_model("resnet18_sgd") + " --optimizer sgd-momentum";
+  const CliRun r = run("fit " + model + " --budget 870MiB --json --trace " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["schema_version"], 2);
+  EXPECT_EQ(doc["overhead_bytes"], 512u << 20);
+  EXPECT_EQ(doc["allocator"], "pytorch");
+  EXPECT_EQ(doc["device_bytes"], doc["predicted_peak_bytes"]);
+  EXPECT_EQ(doc["device_bytes"].get<uint64_t>(), doc["reserved_peak_bytes"].get<uint64_t>() + (512u << 20));
+  EXPECT_LE(doc["predicted_peak_bytes"].get<uint64_t>(), 870u << 20);
+  // Unlimited, PyTorch's allocator reserves 396 MiB for this step; given
+  // 358 MiB it frees its cache when short and retries, and the step fits.
+  EXPECT_TRUE(doc["checkpoint"].empty());
+  const CliRun train = run("train " + model + " --json");
+  const auto unlimited = nlohmann::json::parse(train.out)["reserved_peak_bytes"].get<uint64_t>();
+  EXPECT_GT(unlimited, 358u << 20);
+  EXPECT_LT(doc["reserved_peak_bytes"].get<uint64_t>(), unlimited);
+  const CliRun replay = run("replay " + out + " --policy pytorch --capacity 358MiB --time-limit 0 --json");
+  ASSERT_EQ(replay.code, 0) << replay.out << replay.err;
+  EXPECT_EQ(nlohmann::json::parse(replay.out)["policies"][0]["peak_reserved_bytes"], doc["reserved_peak_bytes"]);
+  EXPECT_EQ(run("replay " + out + " --policy pytorch --capacity 300MiB --time-limit 0").code, 3);
+  // At 812 MiB even checkpointing every block leaves too much reserved.
+  const CliRun tight = run("fit " + model + " --budget 812MiB --json --trace " + out);
+  ASSERT_EQ(tight.code, 3) << tight.err;
+  EXPECT_FALSE(nlohmann::json::parse(tight.out)["checkpoint"].empty());
+  EXPECT_EQ(run("replay " + out + " --policy pytorch --capacity 300MiB --time-limit 0").code, 3);
+  std::remove(out.c_str());
 }
 
 }  // namespace

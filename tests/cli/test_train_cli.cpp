@@ -25,8 +25,10 @@ TEST(CliTrain, ReportsThePeakWhereItFallsAndWhatIsInIt) {
   const CliRun r = run("train " + train_model("resnet18_sgd") + kResnet);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  EXPECT_NE(r.out.find("Peak          294.62 MiB  in backward at '/layer4/layer4.0/conv2/Conv'"), std::string::npos)
+  EXPECT_NE(r.out.find("Allocated     294.62 MiB  in backward at '/layer4/layer4.0/conv2/Conv'"), std::string::npos)
       << r.out;
+  // On the CPU nothing is cached and no context is added.
+  EXPECT_NE(r.out.find("Device        294.62 MiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("saved_activations"), std::string::npos);
   EXPECT_NE(r.out.find("what the usual estimators count"), std::string::npos);
 }
@@ -67,6 +69,40 @@ TEST(CliTrain, ThePredictedStepIsATraceTheOtherCommandsRead) {
   ASSERT_EQ(replay.code, 0) << replay.err;
   EXPECT_EQ(nlohmann::json::parse(replay.out)["traced_peak_bytes"].get<uint64_t>(), peak);
   std::remove(out.c_str());
+}
+
+// On CUDA the step is replayed under the caching allocator: reserved is at
+// least allocated, and the device adds the context (--overhead).
+TEST(CliTrain, GivesAllocatedReservedAndDeviceBytes) {
+  const CliRun r = run("train " + train_model("resnet18_sgd") + " --optimizer sgd-momentum --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto allocated = doc["allocated_peak_bytes"].get<uint64_t>();
+  const auto reserved = doc["reserved_peak_bytes"].get<uint64_t>();
+  EXPECT_EQ(allocated, doc["peak_bytes"].get<uint64_t>());
+  EXPECT_GE(reserved, allocated);
+  EXPECT_EQ(doc["settings"]["allocator"], "pytorch");
+  EXPECT_EQ(doc["settings"]["overhead_bytes"], 512u << 20);
+  EXPECT_EQ(doc["device_bytes"].get<uint64_t>(), reserved + (512u << 20));
+  // The same replay as `gpumem replay --policy pytorch` of the written step.
+  const std::string out = testing::TempDir() + "gpumem_train_device_" + std::to_string(getpid()) + ".jsonl";
+  ASSERT_EQ(run("train " + train_model("resnet18_sgd") + " --optimizer sgd-momentum --trace " + out).code, 0);
+  const CliRun replay = run("replay " + out + " --policy pytorch --time-limit 0 --json");
+  ASSERT_EQ(replay.code, 0) << replay.err;
+  EXPECT_EQ(nlohmann::json::parse(replay.out)["policies"][0]["peak_reserved_bytes"].get<uint64_t>(), reserved);
+  std::remove(out.c_str());
+
+  const CliRun other = run("train " + train_model("resnet18_sgd") +
+                           " --optimizer sgd-momentum --overhead 1GiB --allocator "
+                           "pytorch-expandable --json");
+  ASSERT_EQ(other.code, 0) << other.err;
+  const auto o = nlohmann::json::parse(other.out);
+  EXPECT_EQ(o["settings"]["allocator"], "pytorch-expandable");
+  EXPECT_EQ(o["device_bytes"].get<uint64_t>(), o["reserved_peak_bytes"].get<uint64_t>() + (1u << 30));
+
+  const CliRun cpu = run("train " + train_model("resnet18_sgd") + kResnet + " --allocator pytorch");
+  EXPECT_EQ(cpu.code, 2);
+  EXPECT_NE(cpu.err.find("--device cpu has no caching allocator"), std::string::npos) << cpu.err;
 }
 
 TEST(CliTrain, MistakesAreOneLineErrorsOrWarnings) {

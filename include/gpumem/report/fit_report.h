@@ -10,7 +10,9 @@
 
 namespace gpumem {
 
-inline constexpr int kFitSchemaVersion = 1;
+// 2: the decision is on the device (predicted_peak_bytes is device_bytes:
+// reserved peak + overhead), not on the allocated peak.
+inline constexpr int kFitSchemaVersion = 2;
 
 std::string render_fit_text(const train::FitResult& fit);
 nlohmann::ordered_json fit_to_json(const train::FitResult& fit);

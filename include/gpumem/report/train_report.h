@@ -5,13 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpumem/train/device_memory.h"
 #include "gpumem/train/training_step.h"
 
 namespace gpumem {
 
 inline constexpr int kTrainSchemaVersion = 1;
 
-std::string render_train_text(const train::TrainingStep& step, int top = 10);
-nlohmann::ordered_json train_to_json(const train::TrainingStep& step, int top = 10);
+// `device`: the step on the device (train::device_memory(step)).
+std::string render_train_text(const train::TrainingStep& step, const train::DeviceMemory& device, int top = 10);
+nlohmann::ordered_json train_to_json(const train::TrainingStep& step, const train::DeviceMemory& device, int top = 10);
 
 }  // namespace gpumem

@@ -8,22 +8,25 @@
 #include <vector>
 
 #include "gpumem/train/checkpoint_plan.h"
+#include "gpumem/train/device_memory.h"
 #include "gpumem/train/sharding.h"
 #include "gpumem/train/training_step.h"
 
 namespace gpumem::train {
 
 struct FitRequest {
-  TrainOptions options;         // the step as the user runs it (--batch in options.model)
-  uint64_t budget = 0;          // bytes per GPU
+  // The step as the user runs it (--batch in options.model), with the
+  // allocator and overhead that decide what the device holds.
+  TrainOptions options;
+  uint64_t budget = 0;          // device bytes per GPU: the step's reserved peak + overhead must fit
   bool precision_auto = false;  // may change precision and optimizer
   bool max_batch = false;       // search the largest batch (the first input dimension)
   int gpus = 1;                 // > 1: memory per GPU under DeepSpeed, FSDP and pipeline stages
 };
 
 struct FitChange {
-  std::string change;  // "--precision amp-bf16", "--optimizer adam8bit", "checkpoint 4 modules"
-  uint64_t peak_before = 0;
+  std::string change;        // "--precision amp-bf16", "--optimizer adam8bit", "checkpoint 4 modules"
+  uint64_t peak_before = 0;  // device bytes (DeviceMemory::device_bytes) before and after
   uint64_t peak_after = 0;
   std::string cost;  // in words: what it costs
 };
@@ -31,14 +34,18 @@ struct FitChange {
 struct FitAttempt {
   int64_t batch = 0;
   bool fits = false;
-  uint64_t peak_bytes = 0;  // after the changes
+  uint64_t peak_bytes = 0;  // device bytes after the changes
 };
 
 struct FitResult {
   bool fits = false;
   int64_t batch = 0;  // the batch the result is for (the largest that fits with --max-batch)
   uint64_t budget = 0;
+  // What the decision is made on: device.device_bytes() (the reserved peak
+  // under the allocator + the overhead), with the changes.
   uint64_t predicted_peak = 0;
+  DeviceMemory device;             // the chosen step on the device
+  TrainingStep step;               // the chosen step (fit --trace writes it)
   TrainOptions options;            // as chosen: precision, optimizer, checkpoint modules
   CheckpointPlan checkpoint;       // empty modules when none is needed
   std::vector<FitChange> changes;  // in the order applied
@@ -48,8 +55,10 @@ struct FitResult {
   std::optional<uint64_t> next_batch_peak;
   std::vector<FitAttempt> batches_tried;
   // --gpus: each strategy's memory per GPU for the step as chosen (before
-  // checkpointing, which multiplies with any of them).
+  // checkpointing, which multiplies with any of them), without the
+  // overhead; a strategy fits when gpu_bytes_per_gpu + overhead <= budget.
   std::vector<ShardingPlan> per_gpu;
+  uint64_t overhead = 0;
 };
 
 // Parameters, largest module, layers and activations of a predicted step,

@@ -6,6 +6,7 @@
 // allocation with a lifetime, so the prediction is also a trace that
 // `gpumem replay` runs under allocator policies.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct TrainOptions {
   // is recomputed in the backward pass. Module paths come from the node
   // names a PyTorch export writes (module_path()).
   std::vector<std::string> checkpoint;
+  // The device around the step (device_memory.h): the caching allocator
+  // that holds it ("pytorch" when empty on CUDA; none on CPU) and what the
+  // CUDA context and workspaces take (default kDefaultCudaOverheadBytes on
+  // CUDA, 0 on CPU). They change no allocation of the step.
+  std::string allocator;
+  std::optional<uint64_t> overhead_bytes;
 };
 
 // The PyTorch module a node of a PyTorch export belongs to, from its name:
