@@ -21,6 +21,7 @@ Action add_fit_command(CLI::App& app) {
       app.add_subcommand("fit", "Make a training step fit a budget: cheapest changes, checkpointing, largest batch");
   struct Args {
     std::string model, budget, emit, out_dir = ".", trace_out;
+    std::vector<std::string> keep;
     StepFlags step_flags;
     ModelFlags flags;
     bool max_batch = false, json = false;
@@ -35,6 +36,9 @@ Action add_fit_command(CLI::App& app) {
   add_shape_flags(*cmd, args->flags);
   cmd->add_flag("--max-batch", args->max_batch, "Find the largest batch (the first input dimension) that fits");
   add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
+  add_list_option(*cmd, "--keep", args->keep,
+                  "Levers fit must not pull: optimizer (foreach, set_to_none, 8-bit states), precision, checkpoint",
+                  "LEVER");
   cmd->add_option("--gpus", args->gpus,
                   "GPUs to spread the step over: memory per GPU under DeepSpeed ZeRO, FSDP and "
                   "pipeline stages")
@@ -51,7 +55,11 @@ Action add_fit_command(CLI::App& app) {
     train::FitRequest request;
     request.options.model = to_inspect_options(args->flags);
     apply_step_flags(args->step_flags, request.options);
-    request.precision_auto = args->step_flags.precision == "auto";
+    for (const auto& name : args->keep) {
+      const auto lever = train::parse_lever(name);
+      if (!lever) throw InputError("--keep " + name + ": unknown lever (known: optimizer, precision, checkpoint)");
+      request.keep.insert(*lever);
+    }
     request.max_batch = args->max_batch;
     request.budget = parse_memory_flag("--budget", args->budget);
     request.gpus = args->gpus;

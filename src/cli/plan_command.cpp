@@ -6,13 +6,13 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/html_flag.h"
 #include "cli/model_flags.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
 #include "gpumem/plan/csv.h"
-#include "cli/html_flag.h"
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/plan_report.h"
 

@@ -46,10 +46,16 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
   if (precision_auto) precision_names.push_back("auto");
   cmd.add_option("--precision", flags.precision,
                  std::string("fp32 | amp-fp16 | amp-bf16 | bf16") +
-                     (precision_auto ? " | auto (the cheapest that fits)" : "") + " (default fp32)")
+                     (precision_auto ? " | auto (the same as fp32: fit may change it unless --keep precision)" : "") +
+                     " (default fp32)")
       ->check(CLI::IsMember(precision_names));
   cmd.add_option("--device", flags.device, "cuda | cpu: the kernels' own allocations differ (default cuda)")
       ->check(CLI::IsMember({"cuda", "cpu"}));
+  cmd.add_option("--grads", flags.grads, "set-to-none (zero_grad's default) | zero: gradients kept between steps")
+      ->check(CLI::IsMember({"set-to-none", "zero"}));
+  cmd.add_option("--foreach", flags.foreach,
+                 "on | off: the optimizer's multi-tensor implementation (default: on for cuda)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd.add_option("--allocator", flags.allocator,
                  "pytorch | pytorch-expandable | gpumem | gpumem-expandable: the caching allocator whose reserved "
                  "bytes count (default pytorch; none with --device cpu)")
@@ -63,6 +69,8 @@ void apply_step_flags(const StepFlags& flags, train::TrainOptions& options) {
   options.optimizer = optimizers().at(flags.optimizer);
   options.precision = flags.precision == "auto" ? train::Precision::kFp32 : precisions().at(flags.precision);
   options.device = flags.device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
+  options.grads_set_to_none = flags.grads == "set-to-none";
+  if (!flags.foreach.empty()) options.foreach = flags.foreach == "on";
   options.allocator = flags.allocator;
   if (!flags.overhead.empty()) options.overhead_bytes = parse_memory_flag("--overhead", flags.overhead, true);
   train::step_allocator(options);  // --allocator with --device cpu is refused here, before any work

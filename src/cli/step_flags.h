@@ -1,7 +1,7 @@
 #pragma once
 // The flags that describe a training step, shared by `train` and `fit`:
-// --optimizer, --precision, --device, --allocator, --overhead, with one
-// table of names each.
+// --optimizer, --precision, --device, --grads, --foreach, --allocator,
+// --overhead, with one table of names each.
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +14,8 @@ struct StepFlags {
   std::string optimizer = "adamw";
   std::string precision = "fp32";
   std::string device = "cuda";
+  std::string grads = "set-to-none";
+  std::string foreach;    // empty: the device's default
   std::string allocator;  // empty: pytorch on cuda, none on cpu
   std::string overhead;   // empty: the per-device default
 };
@@ -21,8 +23,8 @@ struct StepFlags {
 // `precision_auto`: --precision also takes "auto" (fit).
 void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto = false);
 
-// Sets optimizer, precision ("auto" starts from fp32), device, allocator
-// and overhead.
+// Sets optimizer, precision ("auto" starts from fp32), device, grads,
+// foreach, allocator and overhead.
 void apply_step_flags(const StepFlags& flags, train::TrainOptions& options);
 
 }  // namespace gpumem::cli

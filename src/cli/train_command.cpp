@@ -23,7 +23,7 @@ Action add_train_command(CLI::App& app) {
     std::string model;
     ModelFlags flags;
     StepFlags step_flags;
-    std::string loss = "cross-entropy", grads = "set-to-none", step = "steady", foreach, frozen, trace_out;
+    std::string loss = "cross-entropy", step = "steady", frozen, trace_out;
     std::vector<std::string> checkpoint;
     std::string html;
     int top = 10;
@@ -36,13 +36,8 @@ Action add_train_command(CLI::App& app) {
   cmd->add_option("--loss", args->loss, "cross-entropy | mse | none, over the graph's first output")
       ->check(CLI::IsMember({"cross-entropy", "mse", "none"}));
   cmd->add_option("--frozen", args->frozen, "Parameters whose name matches this regular expression are frozen");
-  cmd->add_option("--grads", args->grads, "set-to-none (zero_grad's default) | zero: gradients kept between steps")
-      ->check(CLI::IsMember({"set-to-none", "zero"}));
   cmd->add_option("--step", args->step, "steady (optimizer states exist) | first (they are created)")
       ->check(CLI::IsMember({"steady", "first"}));
-  cmd->add_option("--foreach", args->foreach,
-                  "on | off: the optimizer's multi-tensor implementation (default: on for cuda)")
-      ->check(CLI::IsMember({"on", "off"}));
   add_list_option(*cmd, "--checkpoint", args->checkpoint,
                   "Run these modules under torch.utils.checkpoint (e.g. layer2.1, encoder.layers.0)", "MODULE");
   cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
@@ -60,9 +55,7 @@ Action add_train_command(CLI::App& app) {
     apply_step_flags(args->step_flags, o);
     o.loss = losses.at(args->loss);
     o.frozen = args->frozen;
-    o.grads_set_to_none = args->grads == "set-to-none";
     o.first_step = args->step == "first";
-    if (!args->foreach.empty()) o.foreach = args->foreach == "on";
     o.checkpoint = args->checkpoint;
     const train::TrainingStep step = train::predict_training_step(args->model, o);
     const train::DeviceMemory device = train::device_memory(step);

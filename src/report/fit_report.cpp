@@ -22,6 +22,7 @@ std::string render_fit_text(const train::FitResult& f) {
                      format_bytes(f.device.reserved_peak), f.device.allocator, format_bytes(f.device.overhead),
                      format_bytes(f.device.allocated_peak)));
   }
+  if (!f.why_not.empty()) line("Why         " + f.why_not);
   if (f.max_batch_without_checkpointing) {
     line(fmt::format("Max batch   {} (the next, {}, would need {}); without checkpointing: {}", f.batch, f.batch + 1,
                      f.next_batch_peak ? format_bytes(*f.next_batch_peak) : std::string("?"),
@@ -86,6 +87,7 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
                        {"cost", c.cost}});
   }
   doc["changes"] = changes;
+  doc["why_not"] = f.why_not.empty() ? json(nullptr) : json(f.why_not);
   doc["max_batch_without_checkpointing"] =
       f.max_batch_without_checkpointing ? json(*f.max_batch_without_checkpointing) : json(nullptr);
   doc["next_batch_peak_bytes"] = f.next_batch_peak ? json(*f.next_batch_peak) : json(nullptr);

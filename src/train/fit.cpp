@@ -81,6 +81,30 @@ std::pair<CheckpointPlan, Candidate> checkpoint_on_device(const Model& model, co
   return {best_plan, best};
 }
 
+// One sentence on what keeps the closest step from fitting.
+std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, int64_t batch) {
+  std::string kept;
+  for (Lever l : request.keep) kept += (kept.empty() ? "" : ",") + std::string(to_string(l));
+  const std::string forbidden = kept.empty() ? "" : fmt::format(" (--keep {} forbade those levers)", kept);
+  const uint64_t overhead = c.device.overhead;
+  if (overhead >= request.budget) {
+    return fmt::format("the overhead alone ({}, --overhead) takes the whole budget", format_bytes(overhead));
+  }
+  const uint64_t room = request.budget - overhead;
+  const uint64_t states = c.step.static_estimate_bytes;
+  if (states > room) {
+    return fmt::format(
+        "weights, gradients and optimizer states alone take {}, over the {} the budget leaves after the overhead: "
+        "shard them over GPUs (--gpus N: ZeRO-3, FSDP FULL_SHARD) or offload them to the CPU{}",
+        format_bytes(states), format_bytes(room), forbidden);
+  }
+  const uint64_t over = c.need() > request.budget ? c.need() - request.budget : 0;
+  return fmt::format(
+      "weights, gradients and optimizer states take {} of the {} left after the overhead; with the activations at "
+      "batch {} and the allocator's cache the step is {} over: a smaller batch (--max-batch finds the largest){}",
+      format_bytes(states), format_bytes(room), batch, format_bytes(over), forbidden);
+}
+
 // The changes for one batch: precision and optimizer first (when allowed),
 // then checkpointing, each judged by what the device holds.
 FitResult fit_at(const std::string& path, const FitRequest& request, std::optional<int64_t> batch) {
@@ -100,16 +124,30 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
     r.changes.push_back({change, current.need(), c.need(), cost});
     current = std::move(c);
   };
-  if (request.precision_auto && current.options.precision == Precision::kFp32) {
-    apply("--precision amp-bf16", "bf16 autocast: matmuls and convolutions in bfloat16, weights kept in fp32",
+  const auto may = [&](Lever lever) { return request.keep.count(lever) == 0; };
+  const bool foreach = current.options.foreach.value_or(current.options.device == Device::kCuda);
+  if (may(Lever::kOptimizer) && foreach) {
+    apply("--foreach off",
+          "the for-loop optimizer: no temporaries over every parameter at once; one kernel per parameter, a "
+          "slower step where parameters are many and small",
+          [](TrainOptions& o) { o.foreach = false; });
+  }
+  if (may(Lever::kOptimizer) && !current.options.grads_set_to_none) {
+    apply("--grads set-to-none", "zero_grad(set_to_none=True), PyTorch 2's default: gradients freed between steps",
+          [](TrainOptions& o) { o.grads_set_to_none = true; });
+  }
+  if (may(Lever::kPrecision) && current.options.precision == Precision::kFp32) {
+    apply("--precision amp-bf16",
+          "bf16 autocast: matmuls and convolutions in bfloat16, weights kept in fp32 (Ampere or newer; "
+          "amp-fp16 with a loss scaler on older GPUs)",
           [](TrainOptions& o) { o.precision = Precision::kAmpBf16; });
   }
-  if (request.precision_auto &&
+  if (may(Lever::kOptimizer) &&
       (current.options.optimizer == Optimizer::kAdam || current.options.optimizer == Optimizer::kAdamW)) {
     apply("--optimizer adam8bit", "bitsandbytes' 8-bit Adam: states quantised blockwise",
           [](TrainOptions& o) { o.optimizer = Optimizer::kAdam8bit; });
   }
-  if (!current.fits()) {
+  if (may(Lever::kCheckpoint) && !current.fits()) {
     auto [plan, checkpointed] = checkpoint_on_device(model, current, request.budget);
     if (!plan.modules.empty() && (checkpointed.fits() || checkpointed.need() < current.need())) {
       r.changes.push_back({fmt::format("checkpoint {} module(s)", plan.modules.size()), current.need(),
@@ -119,6 +157,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
       current = std::move(checkpointed);
     }
   }
+  if (!current.fits()) r.why_not = why_it_does_not_fit(current, request, r.batch);
   r.options = current.options;
   r.device = current.device;
   r.predicted_peak = current.need();
@@ -134,6 +173,21 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
 }
 
 }  // namespace
+
+const char* to_string(Lever lever) {
+  switch (lever) {
+    case Lever::kOptimizer: return "optimizer";
+    case Lever::kPrecision: return "precision";
+    case Lever::kCheckpoint: return "checkpoint";
+  }
+  return "?";
+}
+
+std::optional<Lever> parse_lever(const std::string& name) {
+  for (Lever l : {Lever::kOptimizer, Lever::kPrecision, Lever::kCheckpoint})
+    if (name == to_string(l)) return l;
+  return std::nullopt;
+}
 
 FitResult fit_training(const std::string& path, const FitRequest& request) {
   if (request.budget == 0) throw InputError("--budget: give the memory available, e.g. 24GiB");

@@ -20,7 +20,8 @@ std::string train_model(const std::string& name) {
   return std::string(GPUMEM_SOURCE_DIR) + "/tests/data/train/" + name + ".onnx";
 }
 
-const std::string kResnet = train_model("resnet18_sgd") + " --device cpu --optimizer sgd-momentum";
+// As recorded: fp32 (fit would otherwise try bf16 autocast first).
+const std::string kResnet = train_model("resnet18_sgd") + " --device cpu --optimizer sgd-momentum --keep precision";
 
 TEST(CliFit, ExitsZeroWhenItFitsAndThreeWhenNothingDoes) {
   const CliRun fits = run("fit " + kResnet + " --budget 282MiB --json");
@@ -80,6 +81,31 @@ TEST(CliFit, MaxBatchAndGpusAndEmittedFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// BERT-base's CUDA peak is the foreach optimizer's temporaries: fit turns
+// foreach off first, then 8-bit states; with --keep optimizer it may not,
+// and says why the step does not fit.
+TEST(CliFit, EveryLeverCheapestFirstUnlessKept) {
+  const std::string bert = std::string(GPUMEM_SOURCE_DIR) + "/examples/models/bert_base.onnx";
+  const CliRun r = run("fit " + bert + " --budget 2GiB --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_GE(doc["changes"].size(), 1u);
+  EXPECT_EQ(doc["changes"][0]["change"], "--foreach off");
+  EXPECT_TRUE(doc["why_not"].is_null());
+  const CliRun kept = run("fit " + bert + " --budget 2GiB --keep optimizer,precision --json");
+  ASSERT_EQ(kept.code, 3) << kept.err;
+  const auto k = nlohmann::json::parse(kept.out);
+  for (const auto& c : k["changes"]) EXPECT_NE(c["change"].get<std::string>().rfind("--", 0), 0u) << c;
+  EXPECT_NE(k["why_not"].get<std::string>().find("--keep optimizer,precision forbade"), std::string::npos) << k;
+
+  // Weights, gradients and momentum alone exceed what 600 MiB leaves after
+  // the 512 MiB overhead: no batch or checkpoint helps, and it says so.
+  const CliRun states = run("fit " + train_model("resnet18_sgd") + " --optimizer sgd-momentum --budget 600MiB");
+  EXPECT_EQ(states.code, 3);
+  EXPECT_NE(states.out.find("optimizer states alone take 133.81 MiB, over the 88.00 MiB"), std::string::npos)
+      << states.out;
+}
+
 TEST(CliFit, MistakesAreOneLine) {
   const CliRun both = run("fit " + kResnet + " --budget 1GiB --batch 4 --max-batch");
   EXPECT_EQ(both.code, 2);
@@ -87,6 +113,11 @@ TEST(CliFit, MistakesAreOneLine) {
   const CliRun emit = run("fit " + kResnet + " --budget 1GiB --emit fsdp");
   EXPECT_EQ(emit.code, 2);
   EXPECT_NE(emit.err.find("--emit fsdp needs --gpus N"), std::string::npos) << emit.err;
+  const CliRun lever = run("fit " + kResnet + " --budget 1GiB --keep batteries");
+  EXPECT_EQ(lever.code, 2);
+  EXPECT_NE(lever.err.find("--keep batteries: unknown lever (known: optimizer, precision, checkpoint)"),
+            std::string::npos)
+      << lever.err;
   const CliRun budget = run("fit " + kResnet + " --budget lots");
   EXPECT_EQ(budget.code, 2);
   EXPECT_NE(budget.err.find("--budget 'lots'"), std::string::npos) << budget.err;
@@ -103,7 +134,8 @@ TEST(CliFit, MistakesAreOneLine) {
 // overhead as capacity, agrees.
 TEST(CliFit, DecidesOnTheDeviceAndItsTraceReplaysWithinTheBudget) {
   const std::string out = testing::TempDir() + "gpumem_fit_trace_" + std::to_string(getpid()) + ".jsonl.gz";
-  const std::string model = train_model("resnet18_sgd") + " --optimizer sgd-momentum";
+  const std::string step = train_model("resnet18_sgd") + " --optimizer sgd-momentum";
+  const std::string model = step + " --keep precision,optimizer";
   const CliRun r = run("fit " + model + " --budget 870MiB --json --trace " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
@@ -116,7 +148,7 @@ TEST(CliFit, DecidesOnTheDeviceAndItsTraceReplaysWithinTheBudget) {
   // Unlimited, PyTorch's allocator reserves 396 MiB for this step; given
   // 358 MiB it frees its cache when short and retries, and the step fits.
   EXPECT_TRUE(doc["checkpoint"].empty());
-  const CliRun train = run("train " + model + " --json");
+  const CliRun train = run("train " + step + " --json");
   const auto unlimited = nlohmann::json::parse(train.out)["reserved_peak_bytes"].get<uint64_t>();
   EXPECT_GT(unlimited, 358u << 20);
   EXPECT_LT(doc["reserved_peak_bytes"].get<uint64_t>(), unlimited);

@@ -169,6 +169,7 @@ TEST(FitTraining, ThePlansRunInPyTorchWithinTheBudget) {
     FitRequest request;
     request.options.optimizer = c.optimizer;
     request.options.device = Device::kCpu;
+    request.keep = {Lever::kPrecision, Lever::kOptimizer};  // as recorded: fp32, the same optimizer
     request.budget = c.budget;
     const FitResult fit = fit_training(test::train_data(c.base + ".onnx"), request);
     const auto facts = test::recorded_facts(c.recording);
@@ -194,6 +195,7 @@ TEST(FitTraining, ACheckpointPlanFitsTheBudgetItWasMadeFor) {
   const auto recorded = test::recorded_steps().front();  // resnet18, sgd-momentum, cpu
   FitRequest request;
   request.options = recorded.options;
+  request.keep = {Lever::kPrecision, Lever::kOptimizer};
   request.budget = 280u << 20;  // 294.62 MiB without checkpointing
   const FitResult fit = fit_training(test::train_data(recorded.name + ".onnx"), request);
   ASSERT_TRUE(fit.fits);
@@ -223,6 +225,7 @@ TEST(FitTraining, TheLargestBatchIsTheRecordedOneAtItsOwnPeak) {
     FitRequest request;
     request.options = recorded.options;
     request.budget = facts["recorded_peak_bytes"].get<uint64_t>();
+    request.keep = {Lever::kPrecision, Lever::kOptimizer};
     request.max_batch = true;
     const FitResult fit = fit_training(test::train_data(recorded.name + ".onnx"), request);
     const auto batch = facts["config"]["batch"].get<int64_t>();

@@ -1,9 +1,11 @@
 #pragma once
 // `gpumem fit`: make a training step fit a memory budget, by the cheapest
-// changes first (bf16 autocast, 8-bit Adam, activation checkpointing), and
-// find the largest batch that fits.
+// changes first (the optimizer's for-loop implementation, bf16 autocast,
+// 8-bit Adam, activation checkpointing), and find the largest batch that
+// fits.
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,12 +16,22 @@
 
 namespace gpumem::train {
 
+// What fit may change, cheapest first. --keep names those the user cannot.
+enum class Lever : std::uint8_t {
+  kOptimizer,   // foreach off, zero_grad(set_to_none=True), 8-bit Adam states
+  kPrecision,   // fp32 -> bf16 autocast
+  kCheckpoint,  // activation checkpointing
+};
+const char* to_string(Lever lever);
+// "optimizer" -> kOptimizer; nullopt for an unknown name.
+std::optional<Lever> parse_lever(const std::string& name);
+
 struct FitRequest {
   // The step as the user runs it (--batch in options.model), with the
   // allocator and overhead that decide what the device holds.
   TrainOptions options;
   uint64_t budget = 0;          // device bytes per GPU: the step's reserved peak + overhead must fit
-  bool precision_auto = false;  // may change precision and optimizer
+  std::set<Lever> keep;         // levers fit must not pull
   bool max_batch = false;       // search the largest batch (the first input dimension)
   int gpus = 1;                 // > 1: memory per GPU under DeepSpeed, FSDP and pipeline stages
 };
@@ -49,6 +61,9 @@ struct FitResult {
   TrainOptions options;            // as chosen: precision, optimizer, checkpoint modules
   CheckpointPlan checkpoint;       // empty modules when none is needed
   std::vector<FitChange> changes;  // in the order applied
+  // When it does not fit: why, in one sentence (what alone exceeds the
+  // budget), and what would come closer.
+  std::string why_not;
   // --max-batch: the largest batch that fits without checkpointing, and
   // the next batch's predicted peak with the chosen changes (it does not fit).
   std::optional<int64_t> max_batch_without_checkpointing;
