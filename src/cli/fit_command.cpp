@@ -34,7 +34,7 @@ Action add_fit_command(CLI::App& app) {
                   "must fit it")
       ->required();
   add_shape_flags(*cmd, args->flags);
-  cmd->add_flag("--max-batch", args->max_batch, "Find the largest batch (the first input dimension) that fits");
+  cmd->add_flag("--max-batch", args->max_batch, "Find the largest batch (the batch axis, as --batch binds it) that fits");
   add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
   add_list_option(*cmd, "--keep", args->keep,
                   "Levers fit must not pull: optimizer (foreach, set_to_none, 8-bit states), precision, checkpoint",

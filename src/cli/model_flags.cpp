@@ -20,7 +20,12 @@ std::optional<DType> dtype_flag(const std::string& flag, const std::string& valu
 }  // namespace
 
 void add_shape_flags(CLI::App& cmd, ModelFlags& flags) {
-  cmd.add_option("--batch", flags.batch, "Bind the first dimension of every graph input")->check(kPositiveInteger);
+  cmd.add_option("--batch", flags.batch,
+                 "Bind the batch axis of every data input (a dynamic axis named like batch, else the one they share, "
+                 "else the first: --batch-dim chooses)")
+      ->check(kPositiveInteger);
+  cmd.add_option("--batch-dim", flags.batch_dim,
+                 "Which axis is the batch: a symbolic dimension's name, or an axis index (1 for [seq, batch] inputs)");
   add_list_option(cmd, "--dim", flags.dims, "Bind a symbolic dimension", "NAME=VALUE");
 }
 
@@ -35,6 +40,7 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
 InspectOptions to_inspect_options(const ModelFlags& flags) {
   InspectOptions o;
   o.load.batch = flags.batch;
+  o.load.batch_dim = flags.batch_dim;
   for (const auto& d : flags.dims) {
     const auto eq = d.find('=');
     if (eq == std::string::npos || eq == 0) throw InputError(fmt::format("--dim {}: expected NAME=VALUE", d));

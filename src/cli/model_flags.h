@@ -1,5 +1,5 @@
 #pragma once
-// Flags that every model-reading subcommand shares: --batch, --dim, --dtype,
+// Flags that every model-reading subcommand shares: --batch, --batch-dim, --dim, --dtype,
 // --weights-dtype, --activations-dtype.
 #include <map>
 #include <optional>
@@ -14,6 +14,7 @@ namespace gpumem::cli {
 
 struct ModelFlags {
   std::optional<int64_t> batch;
+  std::string batch_dim;  // --batch-dim NAME or AXIS
   std::vector<std::string> dims;  // NAME=VALUE
   std::string dtype, weights_dtype, activations_dtype;
 };

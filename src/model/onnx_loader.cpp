@@ -12,6 +12,7 @@
 
 #include "common/file_kind.h"
 #include "gpumem/common/error.h"
+#include "model/batch_axis.h"
 #include "model/graph_builder.h"
 #include "model/shape_inference.h"
 
@@ -94,7 +95,8 @@ void bind_values(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& value
 }
 
 // Applies --dim and --batch to the graph's declared types before inference.
-void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const std::string& name) {
+void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const BatchAxis& axis,
+                     const std::string& name) {
   std::set<std::string> symbols;
   collect_symbols(graph.input(), symbols);
   collect_symbols(graph.output(), symbols);
@@ -114,16 +116,7 @@ void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const 
   if (options.batch) {
     if (*options.batch <= 0)
       throw InputError(fmt::format("--batch {}: the batch size must be positive", *options.batch));
-    std::set<std::string> initializers;
-    for (const auto& init : graph.initializer()) initializers.insert(init.name());
-    for (auto& in : *graph.mutable_input()) {
-      // An input of unknown rank stays so: mutable_shape() would make it a scalar.
-      if (initializers.count(in.name()) || !in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) {
-        continue;
-      }
-      auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
-      if (shape->dim_size() > 0) shape->mutable_dim(0)->set_dim_value(*options.batch);
-    }
+    detail::bind_batch(graph, axis, *options.batch);
   }
 }
 
@@ -152,13 +145,11 @@ Model load_onnx_model_from_bytes(std::string_view bytes, const std::string& disp
 
   // Structure first: a graph out of order is rejected before any inference.
   model.graph = detail::build_graph_structure(proto.graph(), display_name);
-  if (proto.graph().input_size() > 0) {
-    const auto& type = proto.graph().input(0).type();
-    if (type.has_tensor_type() && type.tensor_type().has_shape() && type.tensor_type().shape().dim_size() > 0) {
-      model.batch_symbol = type.tensor_type().shape().dim(0).dim_param();
-    }
-  }
-  bind_dimensions(*proto.mutable_graph(), options, display_name);
+  model.batch_axis = detail::find_batch_axis(proto.graph(), options.batch_dim, display_name);
+  model.batch_symbol = model.batch_axis.symbol;
+  const detail::AxisPositions batch_at = detail::batch_positions(proto.graph(), model.batch_axis);
+  bind_dimensions(*proto.mutable_graph(), options, model.batch_axis, display_name);
+  model.batch_axis.value = detail::batch_value(proto.graph(), batch_at);
   auto inferred = detail::infer_shapes(proto);
   model.notes = std::move(inferred.notes);
   model.notes.unbound_dims = unbound_symbols(proto.graph());

@@ -9,14 +9,6 @@
 namespace gpumem::plan {
 namespace {
 
-// The first dimension of the first graph input, as loaded: what --batch binds.
-std::optional<int64_t> first_dimension(const Graph& g) {
-  if (g.inputs.empty()) return std::nullopt;
-  const Tensor& t = g.tensors[static_cast<size_t>(g.inputs.front())];
-  if (!t.dims || t.dims->empty() || !t.dims->front().known()) return std::nullopt;
-  return t.dims->front().value;
-}
-
 bool has_wide_floats(const Graph& g, DType than) {
   return std::any_of(g.tensors.begin(), g.tensors.end(),
                      [&](const Tensor& t) { return is_floating(t.dtype) && dtype_bits(t.dtype) > dtype_bits(than); });
@@ -46,7 +38,9 @@ std::vector<InferenceLever> inference_levers(const InspectResult& base, const In
     keep("--weights-dtype int8", "weights quantised to int8, activations as they are",
          priced({DType::Int8, std::nullopt}));
   }
-  if (const auto batch = current.load.batch ? current.load.batch : first_dimension(g); batch && *batch > 0) {
+  const BatchAxis& axis = base.model.batch_axis;
+  const std::optional<int64_t> loaded = axis.value > 0 ? std::optional<int64_t>(axis.value) : std::nullopt;
+  if (const auto batch = current.load.batch ? current.load.batch : loaded; batch && *batch > 0) {
     // A batch the user bound by its symbol (--dim batch=8) is changed the
     // same way, so the advice is the flag to edit.
     const std::string& symbol = base.model.batch_symbol;
@@ -61,8 +55,9 @@ std::vector<InferenceLever> inference_levers(const InspectResult& base, const In
       }
       try {
         keep(by_symbol ? fmt::format("--dim {}={}", symbol, other) : fmt::format("--batch {}", other),
-             by_symbol ? fmt::format("{} {} instead of {}", symbol, other, *batch)
-                       : fmt::format("the first input dimension {} instead of {}", other, *batch),
+             by_symbol      ? fmt::format("{} {} instead of {}", symbol, other, *batch)
+             : axis.assumed ? fmt::format("the first input dimension {} instead of {}", other, *batch)
+                            : fmt::format("the batch {} instead of {}", other, *batch),
              inference_need(inspect_model(base.model.path, options), now.overhead_bytes));
       } catch (const InputError&) {
         // A model whose shapes do not follow the first dimension: no lever.

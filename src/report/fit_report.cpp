@@ -2,6 +2,7 @@
 
 #include "gpumem/common/units.h"
 #include "gpumem/report/fit_report.h"
+#include "gpumem/report/train_report.h"
 #include "gpumem/train/engine_config.h"
 
 namespace gpumem {
@@ -15,6 +16,7 @@ std::string render_fit_text(const train::FitResult& f) {
                                         format_bytes(f.predicted_peak - f.budget), format_bytes(f.budget))));
   line(fmt::format("            {}, {}, device {}", to_string(f.options.optimizer), to_string(f.options.precision),
                    to_string(f.options.device)));
+  if (f.step.batch_axis.value > 0) line("            batch: " + f.step.batch_axis.describe());
   if (f.device.allocator.empty()) {
     line("            on the CPU: the tensors' peak, nothing cached, no overhead");
   } else {
@@ -65,6 +67,7 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
   doc["schema_version"] = kFitSchemaVersion;
   doc["fits"] = f.fits;
   doc["batch"] = f.batch;
+  doc["batch_axis"] = batch_axis_json(f.step.batch_axis);
   doc["budget_bytes"] = f.budget;
   doc["predicted_peak_bytes"] = f.predicted_peak;
   doc["allocated_peak_bytes"] = f.device.allocated_peak;
@@ -116,6 +119,7 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
 std::string checkpoint_plan_json(const train::FitResult& f) {
   nlohmann::ordered_json doc;
   doc["batch"] = f.batch;
+  doc["batch_axis"] = batch_axis_json(f.step.batch_axis);
   doc["budget_bytes"] = f.budget;
   doc["predicted_peak_bytes"] = f.predicted_peak;
   doc["checkpoint"] = f.checkpoint.modules;

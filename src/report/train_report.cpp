@@ -35,11 +35,23 @@ constexpr train::Phase kPhases[] = {train::Phase::kResident, train::Phase::kForw
 
 }  // namespace
 
+nlohmann::ordered_json batch_axis_json(const BatchAxis& axis) {
+  using json = nlohmann::ordered_json;
+  return {{"size", axis.value > 0 ? json(axis.value) : json(nullptr)},
+          {"input", axis.input},
+          {"dimension", axis.symbol.empty() ? json(axis.axis) : json(axis.symbol)},
+          {"evidence", axis.evidence},
+          {"assumed", axis.assumed}};
+}
+
 std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& d, int top) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
   line(fmt::format("Training step {} (predicted)", s.model));
   line(fmt::format("            {}", settings(s.options)));
+  if (s.batch_axis.value > 0) {
+    line(fmt::format("Batch       {}: {}", s.batch_axis.value, s.batch_axis.describe()));
+  }
   line(fmt::format("Parameters  {} trainable, {} frozen ({})", format_count(s.trainable_parameters),
                    format_count(s.frozen_parameters), format_bytes(s.parameter_bytes)));
   line();
@@ -104,6 +116,8 @@ nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceM
                      {"foreach", o.foreach ? json(*o.foreach) : json(nullptr)},
                      {"allocator", d.allocator.empty() ? json(nullptr) : json(d.allocator)},
                      {"overhead_bytes", d.overhead}};
+  doc["batch"] = s.batch_axis.value > 0 ? nlohmann::ordered_json(s.batch_axis.value) : nlohmann::ordered_json(nullptr);
+  doc["batch_axis"] = batch_axis_json(s.batch_axis);
   doc["parameters"] = {
       {"trainable", s.trainable_parameters}, {"frozen", s.frozen_parameters}, {"bytes", s.parameter_bytes}};
   doc["allocated_peak_bytes"] = d.allocated_peak;

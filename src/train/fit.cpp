@@ -11,15 +11,6 @@
 namespace gpumem::train {
 namespace {
 
-// The first input dimension as loaded: what --batch sets.
-int64_t batch_of(const Model& m) {
-  for (int id : m.graph.inputs) {
-    const Tensor& t = m.graph.tensors[static_cast<size_t>(id)];
-    if (t.dims && !t.dims->empty() && t.dims->front().known()) return t.dims->front().value;
-  }
-  return 0;
-}
-
 // One way of running the step, judged on the device.
 struct Candidate {
   TrainOptions options;
@@ -113,7 +104,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   TrainOptions options = request.options;
   if (batch) options.model.load.batch = *batch;
   const Model model = load_onnx_model(path, options.model.load);
-  r.batch = batch_of(model);
+  r.batch = model.batch_axis.value;
   Candidate current = evaluate(model, options, request.budget);
   auto apply = [&](const std::string& change, const std::string& cost, auto&& modify) {
     if (current.fits()) return;

@@ -704,7 +704,23 @@ TrainingStep predict_training_step(const Model& model, const TrainOptions& optio
   TrainingStep step;
   step.options = options;
   const MemoryAnalysis analysis = analyze_memory(model.graph, pricing_for(options.precision));
-  StepGraph g = build_step_graph(model.graph, analysis, options.frozen, model.path);
+  StepGraph g = [&] {
+    try {
+      return build_step_graph(model.graph, analysis, options.frozen, model.path);
+    } catch (const InputError& e) {
+      // --batch on an axis without a name: the export fixed the sizes that
+      // follow from it (reshapes to constant shapes), so they cannot change.
+      const BatchAxis& axis = model.batch_axis;
+      if (!options.model.load.batch || !axis.symbol.empty()) throw;
+      throw InputError(fmt::format(
+          "{} (--batch {} set dimension {} of '{}'{}, but this export fixed the sizes that follow from it; export "
+          "with dynamic_axes={{'{}': {{{}: 'batch'}}}})",
+          e.what(), *options.model.load.batch, axis.axis, axis.input,
+          axis.assumed ? ", taken as the batch since the export names none (--batch-dim AXIS chooses another)" : "",
+          axis.input, axis.axis));
+    }
+  }();
+  step.batch_axis = model.batch_axis;
   apply_autocast(g, options.precision, options.device);
   if (g.graph_outputs.empty()) throw InputError(model.path + ": the graph has no output to compute a loss from");
   if (g.has_batch_norm && !g.batch_statistics) {

@@ -106,6 +106,35 @@ TEST(CliFit, EveryLeverCheapestFirstUnlessKept) {
       << states.out;
 }
 
+// A sequence-first model ([seq, batch] tokens): the batch axis is the one
+// the export names, and the emitted DeepSpeed config carries that batch.
+TEST(CliFit, TheLargestBatchIsOnTheBatchAxisNotTheSequence) {
+  const std::string dir = testing::TempDir() + "gpumem_fit_axis_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const CliRun r = run("fit " + train_model("transformer_adamw_dynamic") +
+                       " --device cpu --budget 400MiB --max-batch --keep precision,optimizer --gpus 2 --emit "
+                       "deepspeed -o " +
+                       dir + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["batch_axis"]["dimension"], "batch");
+  EXPECT_EQ(doc["batch_axis"]["input"], "tokens");
+  EXPECT_FALSE(doc["batch_axis"]["assumed"].get<bool>());
+  EXPECT_GT(doc["batch"].get<int64_t>(), 8);
+  EXPECT_EQ(doc["batch_axis"]["size"], doc["batch"]);
+  std::ifstream in(dir + "/ds_config.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["train_micro_batch_size_per_gpu"], doc["batch"]);
+  std::filesystem::remove_all(dir);
+  // The static export fixed its batch: --batch on it is a one-line error
+  // that says how to export it.
+  const CliRun fixed = run("fit " + train_model("transformer_adamw") + " --device cpu --budget 1GiB --batch 16");
+  EXPECT_EQ(fixed.code, 2);
+  EXPECT_NE(fixed.err.find("dynamic_axes"), std::string::npos) << fixed.err;
+  const CliRun named = run("fit " + train_model("transformer_adamw") + " --device cpu --budget 1GiB --batch-dim batsh");
+  EXPECT_EQ(named.code, 2);
+  EXPECT_NE(named.err.find("--batch-dim batsh: no input has a dimension of that name"), std::string::npos) << named.err;
+}
+
 TEST(CliFit, MistakesAreOneLine) {
   const CliRun both = run("fit " + kResnet + " --budget 1GiB --batch 4 --max-batch");
   EXPECT_EQ(both.code, 2);

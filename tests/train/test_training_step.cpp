@@ -52,6 +52,47 @@ TEST_P(Recorded, PeakResidentAndSavedActivationsMatchPyTorch) {
   }
 }
 
+// The sequence-first language models exported with a dynamic batch axis
+// (tools/export_dynamic_lms.py): --batch binds the batch, not the
+// sequence; at the recorded batch the step is the recorded one.
+TEST(BatchAxisSteps, SequenceFirstModelsChangeTheirBatchNotTheirSequence) {
+  struct Case {
+    std::string recorded;
+    int64_t batch;
+  };
+  for (const Case& c : {Case{"transformer_adamw", 8}, Case{"gpt_adam", 6}}) {
+    TrainOptions o;
+    for (const auto& r : test::recorded_steps())
+      if (r.name == c.recorded) o = r.options;
+    const std::string dynamic = test::train_data(c.recorded + "_dynamic.onnx");
+    uint64_t previous = 0;
+    for (int64_t batch : {c.batch / 2, c.batch, c.batch * 2}) {
+      o.model.load.batch = batch;
+      const TrainingStep step = predict_training_step(dynamic, o);
+      EXPECT_EQ(step.batch_axis.symbol, "batch");
+      EXPECT_EQ(step.batch_axis.value, batch);
+      EXPECT_GT(step.peak_bytes, previous) << c.recorded << " at " << batch;
+      previous = step.peak_bytes;
+      if (batch != c.batch) continue;
+      TrainOptions as_recorded = o;
+      as_recorded.model.load.batch.reset();
+      EXPECT_EQ(step.peak_bytes, predict_training_step(test::train_data(c.recorded + ".onnx"), as_recorded).peak_bytes);
+    }
+  }
+  // The static export cannot change its batch, and says why in one line.
+  TrainOptions o;
+  o.device = Device::kCpu;
+  o.model.load.batch = 16;
+  try {
+    predict_training_step(test::train_data("transformer_adamw.onnx"), o);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("export with dynamic_axes={'tokens': {0: 'batch'}}"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--batch-dim AXIS chooses another"), std::string::npos) << e.what();
+  }
+}
+
 TEST_P(Recorded, TheBreakdownSumsToThePeak) {
   const auto& [name, options] = GetParam();
   const TrainingStep step = predict_training_step(test::train_data(name + ".onnx"), options);

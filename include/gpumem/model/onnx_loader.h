@@ -15,8 +15,25 @@ namespace gpumem {
 struct LoadOptions {
   // --dim NAME=VALUE: binds every dimension with that dim_param.
   std::map<std::string, int64_t> dims;
-  // --batch N: binds the first dimension of every graph input.
+  // --batch N: binds the batch axis (Model::batch_axis) of every data input.
   std::optional<int64_t> batch;
+  // --batch-dim: which axis is the batch: a symbolic dimension's name, or
+  // an axis index ("1") taken in every data input. Empty: inferred.
+  std::string batch_dim;
+};
+
+// The axis of the data inputs that is the batch, and why it was taken.
+struct BatchAxis {
+  std::string symbol;  // its dim_param when it has one (bound by name everywhere)
+  int axis = 0;        // otherwise its index, taken in every data input
+  std::string input;   // the first data input, for messages
+  int64_t value = 0;   // its size as loaded (after --batch, --dim); 0: unknown
+  // "--batch-dim", "named so", "the only symbol the data inputs share", or
+  // "assumed: ..." when nothing in the export says which axis it is.
+  std::string evidence;
+  bool assumed = false;
+  // In words for reports: "dimension 'batch' of 'input_ids' (named so)".
+  std::string describe() const;
 };
 
 // What shape inference could not do, by name, so reports can say why a total
@@ -35,9 +52,10 @@ struct Model {
   int64_t opset = 0;  // default-domain opset
   Graph graph;
   ShapeInferenceNotes notes;
-  // The symbol the file gives the first dimension of its first input (what
-  // --batch overrides), before --dim binds it; empty when it is a number.
+  // The symbol the file gives the batch axis (what --batch overrides),
+  // before --dim binds it; empty when it has none.
   std::string batch_symbol;
+  BatchAxis batch_axis;
 };
 
 // Loads a model file. Throws InputError with a one-line message naming the

@@ -12,6 +12,10 @@ namespace gpumem {
 
 inline constexpr int kTrainSchemaVersion = 1;
 
+// {size, input, dimension (a name or an index), evidence, assumed}: the
+// batch axis as train and fit report it.
+nlohmann::ordered_json batch_axis_json(const BatchAxis& axis);
+
 // `device`: the step on the device (train::device_memory(step)).
 std::string render_train_text(const train::TrainingStep& step, const train::DeviceMemory& device, int top = 10);
 nlohmann::ordered_json train_to_json(const train::TrainingStep& step, const train::DeviceMemory& device, int top = 10);

@@ -101,6 +101,7 @@ struct TimelinePoint {
 struct TrainingStep {
   std::string model;  // the model's path, as given
   TrainOptions options;
+  BatchAxis batch_axis;  // which input axis is the batch, its size and why
   std::vector<Allocation> allocations;  // in allocation order (resident first)
   std::vector<TimelinePoint> timeline;  // one per step time
   int end_time = 0;                     // the step's last time + 1
