@@ -7,6 +7,10 @@
     /usr/bin/python3 tools/record_checkpointed.py --counts NAME ... # op-call counts per phase of any trace
     /usr/bin/python3 tools/record_checkpointed.py --dump NAME      # allocation list (record_training's)
 
+m_resnet18_cseq2/3/4 use torch.utils.checkpoint.checkpoint_sequential over
+resnet18's top-level children instead (install_sequential says how); their
+facts add the checkpoint_sequential_* fields, "split" and "gpumem".
+
 Same protocol as tools/record_training.py, whose record_one() does the
 recording unchanged (fresh subprocess, seed 0, one thread, profiler on from
 model construction, two warm-up iterations, iteration 3 profiled with the
@@ -80,7 +84,61 @@ CKPT_CONFIGS = {
     "resnet18_sgd_fit282": dict(base="resnet18_sgd", checkpoint=["layer1.0"]),
     "transformer_adamw_fit100": dict(base="transformer_adamw",
                                      checkpoint=["encoder.layers.0", "encoder.layers.1", "encoder.layers.2"]),
+    # torch.utils.checkpoint.checkpoint_sequential over resnet18's top-level children (see
+    # install_sequential); "checkpoint" is filled in with the modules of the checkpointed segments.
+    "m_resnet18_cseq2": dict(base="resnet18_sgd", checkpoint=[], sequential=2),
+    "m_resnet18_cseq3": dict(base="resnet18_sgd", checkpoint=[], sequential=3),
+    "m_resnet18_cseq4": dict(base="resnet18_sgd", checkpoint=[], sequential=4),
 }
+
+RESNET_SEQUENTIAL = ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4"]
+
+
+def sequential_segments(n_modules, segments):
+    """torch 1.13's checkpoint_sequential split: (module indices, checkpointed) per segment."""
+    size = n_modules // segments
+    out, end = [], -1
+    for start in range(0, size * (segments - 1), size):
+        end = start + size - 1
+        out.append((list(range(start, end + 1)), True))
+    out.append((list(range(end + 1, n_modules)), False))  # the last segment runs normally
+    return out
+
+
+def install_sequential(model, segments):
+    """model.forward -> checkpoint_sequential(Sequential(conv1 .. layer4), segments, x) + avgpool, flatten, fc.
+
+    Two changes torch 1.13 forces, both recorded in the facts:
+      - the input enters as x.detach().requires_grad_() (a fresh leaf each step, same storage): 1.13's
+        checkpoint_sequential is reentrant only, and a reentrant checkpoint whose inputs do not require
+        grad returns an output that does not either, so the first segment's (and, through it, every
+        checkpointed segment's) parameters would silently get no gradient;
+      - with 3 or 4 segments a checkpointed segment starts at the top-level ReLU, which is in place
+        (torchvision's inplace=True): the recompute then runs it on the detached leaf input and fails
+        ("a leaf Variable that requires grad is being used in an in-place operation"), so that ReLU
+        is made out of place (model.relu.inplace = False) there; with 2 segments it stays in place.
+    """
+    import torch
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    plan = sequential_segments(len(RESNET_SEQUENTIAL), segments)
+    relu_inplace = not any(ck and RESNET_SEQUENTIAL[idx[0]] == "relu" for idx, ck in plan)
+    model.relu.inplace = relu_inplace
+    seq = torch.nn.Sequential(*[model.get_submodule(m) for m in RESNET_SEQUENTIAL])
+
+    def forward(x):
+        h = checkpoint_sequential(seq, segments, x.detach().requires_grad_())
+        return model.fc(torch.flatten(model.avgpool(h), 1))
+
+    model.forward = forward
+    return {"checkpoint_sequential_segments": segments,
+            "checkpoint_sequential_sequence": RESNET_SEQUENTIAL,
+            "checkpoint_sequential_segment_modules": [[RESNET_SEQUENTIAL[i] for i in idx] for idx, _ in plan],
+            "checkpoint_sequential_segment_checkpointed": [ck for _, ck in plan],
+            "checkpoint_sequential_after": ["avgpool", "flatten", "fc"],
+            "checkpoint_sequential_input_requires_grad": True,
+            "top_level_relu_inplace": relu_inplace,
+            "checkpoint": [RESNET_SEQUENTIAL[i] for idx, ck in plan if ck for i in idx]}
 
 _state = {}
 
@@ -120,6 +178,8 @@ def install(name):
     def build(n):
         model, optimizer, x, y, autocast = orig_build(base if n == name else n)
         if n == name:
+            if spec.get("sequential"):
+                _state["sequential"] = install_sequential(model, spec["sequential"])
             for mname in spec["checkpoint"]:
                 wrap_checkpoint(model.get_submodule(mname))
             _state["model"] = model
@@ -198,6 +258,9 @@ def record(name, out_dir):
     rt.record_one(name, out_dir)
     model = _state["model"]
     spec = spec_of(name)
+    seq = _state.get("sequential")
+    if seq:
+        spec = dict(spec, checkpoint=seq["checkpoint"])
     missing = [f"{m}.{p}" for m in spec["checkpoint"]
                for p, t in model.get_submodule(m).named_parameters() if t.grad is None]
     if missing:
@@ -210,6 +273,19 @@ def record(name, out_dir):
                                      "(reentrant, preserve_rng_state=True, torch 1.13's defaults) replacing "
                                      "each listed module's forward in training; kwargs bound by a closure")
     facts["checkpoint"] = spec["checkpoint"]
+    if seq:
+        facts["config"]["checkpoint"] = (
+            "torch.utils.checkpoint.checkpoint_sequential(Sequential(conv1, bn1, relu, maxpool, layer1, layer2, "
+            "layer3, layer4), segments, x.detach().requires_grad_()) (torch 1.13: reentrant, preserve_rng_state="
+            "True; the last segment runs without checkpoint), then avgpool, flatten, fc; \"checkpoint\" lists "
+            "the modules of the checkpointed segments")
+        facts.update({k: v for k, v in seq.items() if k != "checkpoint"})
+        facts["base_configuration"] = base
+        facts["split"] = rt.M_SPLIT[name]
+        g = rt.gpumem_settings(rt.CONFIGS[base])
+        g["checkpoint"] = None
+        g["checkpoint_note"] = "gpumem has no checkpoint_sequential flag; per-module --checkpoint is not the same step"
+        facts["gpumem"] = g
     facts["checkpointed_parameters_with_grad"] = n_params
     onnx = facts["onnx"]
     onnx["file"] = f"{base}.onnx"

@@ -113,6 +113,15 @@ What the recordings show (torch 1.13 CPU; `--dump NAME` lists every event):
     happens between the loss and backward ranges ("between" frees). The
     logits are bf16, cross_entropy casts them to fp32 first (loss phase).
 
+The m_* configurations (M_CONFIGS; tools/record_checkpointed.py adds
+m_resnet18_cseq*) vary the older ones: bf16 autocast on the CNNs, exports at
+opsets 11, 13 and 17, with constant folding, with a dynamic batch axis,
+other batches, Adam/AdamW with foreach=True/False, zero_grad(set_to_none=
+False). Their facts add "base_configuration", "split" (tuning / held_out,
+tests/data/train/SPLIT.md), "config.autocast", "onnx.dynamic_axes" and
+"gpumem" (the settings and `gpumem train` arguments of the recorded step).
+They are not in the table below (tests/data/train/SPLIT.md lists them).
+
 Recorded figures (torch 1.13.0 CPU; MiB = 2^20 bytes; "above res." is relative to resident):
 
   resnet18_sgd: resident 98371616 (93.81 MiB: params 44.59 [frozen 0.00], buffers 0.04, optimizer 44.59, batch 4.59, labels 64 B)
@@ -275,6 +284,111 @@ CONFIGS = {
                          precision="fp32", loss="cross_entropy(logits[2,100], labels[2])"),
 }
 
+# --------------------------------------------------------------------------
+# The m_* configurations: variants of the ones above, recorded to check
+# src/train on settings it was not built against (tests/data/train/SPLIT.md
+# says which are held out). Each is a base configuration with some of:
+#   batch            another batch (input, labels and loss shapes follow)
+#   autocast         "bf16": torch.autocast("cpu", dtype=torch.bfloat16)
+#                    around forward and loss (the export stays fp32)
+#   opset            export at this opset only (default: 14, else 15)
+#   constant_folding torch.onnx.export's do_constant_folding (default False)
+#   dynamic_batch    export with dynamic_axes naming the batch axis "batch"
+#                    (the logits' first axis "batch", or "rows" for the
+#                    sequence-first LMs, whose logits are [seq*batch, V])
+#   optimizer_args   e.g. foreach=True / False (default None: for-loop on CPU)
+#   set_to_none      False: optimizer.zero_grad(set_to_none=False)
+# Configurations without these keys behave exactly as before.
+# --------------------------------------------------------------------------
+
+def variant(base, batch=None, **changes):
+    cfg = dict(CONFIGS[base])
+    cfg["base"] = base
+    cfg["optimizer_args"] = dict(cfg["optimizer_args"])
+    cfg["optimizer_args"].update(changes.pop("optimizer_args", {}))
+    cfg.update(changes)
+    b = batch or cfg["batch"]
+    classes = cfg.get("classes", 1000)
+    cfg["batch"] = b
+    if cfg["kind"] in ("transformer", "gpt"):
+        seq = cfg["input_shape"][0]
+        cfg["input_shape"] = [seq, b]
+        cfg["loss"] = f"cross_entropy(logits[{seq * b},{classes}], labels[{seq * b}])"
+    else:
+        cfg["input_shape"] = [b] + cfg["input_shape"][1:]
+        cfg["loss"] = f"cross_entropy(logits[{b},{classes}], labels[{b}])"
+    if cfg.get("autocast") == "bf16":
+        cfg["precision"] = ("bf16 autocast (torch.autocast('cpu', dtype=torch.bfloat16)) around forward and "
+                            "loss; weights, gradients and optimizer state fp32")
+    cfg.setdefault("opset", 14)
+    cfg.setdefault("constant_folding", False)
+    cfg.setdefault("dynamic_batch", False)
+    cfg.setdefault("set_to_none", True)
+    return cfg
+
+
+M_CONFIGS = {
+    # Convolutional nets under bf16 autocast (the only older bf16 recording is a transformer).
+    "m_resnet18_bf16": variant("resnet18_sgd", 8, autocast="bf16"),
+    # (mobilenet_v2 cannot be trained under CPU bf16 autocast in torch 1.13: its ReLU6's backward fails,
+    # "hardshrink_backward_cpu" not implemented for 'BFloat16'. resnet18 with Adam instead.)
+    "m_resnet18_bf16_adam": variant("resnet18_sgd", 4, autocast="bf16", optimizer="Adam",
+                                    optimizer_args=dict(lr=1e-3, momentum=None)),
+    "m_vgg11_bn_bf16": variant("vgg11_bn_sgd", 2, autocast="bf16"),
+    "m_resnet50_bf16": variant("resnet50_sgd", 2, autocast="bf16"),
+    # Older opsets (torch 1.13 writes BatchNormalization with 5 outputs up to opset 13) and opset 17.
+    "m_resnet18_o13": variant("resnet18_sgd", 4, opset=13),
+    "m_mobilenet_v2_o13": variant("mobilenet_v2_sgd", 2, opset=13),
+    "m_resnet18_o11": variant("resnet18_sgd", 6, opset=11, optimizer_args=dict(momentum=0)),
+    "m_mobilenet_v2_o17": variant("mobilenet_v2_sgd", 6, opset=17),
+    # Constant folding, dynamic batch axes.
+    "m_resnet18_fold": variant("resnet18_sgd", 12, constant_folding=True),
+    "m_resnet18_dyn": variant("resnet18_sgd", 16, dynamic_batch=True),
+    "m_gpt_fold_dyn": variant("gpt_adam", 4, opset=17, constant_folding=True, dynamic_batch=True),
+    # The sequence-first LMs at other batches.
+    "m_transformer_b4": variant("transformer_adamw", 4, dynamic_batch=True),
+    "m_transformer_b16": variant("transformer_adamw", 16),
+    "m_gpt_b12": variant("gpt_adam", 12),
+    # Adam / AdamW for-loop and multi-tensor (foreach) implementations; zero_grad(set_to_none=False).
+    "m_transformer_foreach_on": variant("transformer_adamw", 8, optimizer_args=dict(foreach=True)),
+    "m_gpt_adam_foreach_on": variant("gpt_adam", 8, optimizer_args=dict(foreach=True)),
+    "m_gpt_adam_foreach_off": variant("gpt_adam", 8, optimizer_args=dict(foreach=False)),
+    "m_resnet18_adamw_foreach": variant("resnet18_sgd", 4, optimizer="AdamW",
+                                        optimizer_args=dict(lr=1e-3, momentum=None, foreach=True)),
+    "m_resnet18_zero": variant("resnet18_sgd", 8, set_to_none=False),
+    "m_transformer_zero": variant("transformer_adamw", 8, set_to_none=False),
+}
+for _cfg in M_CONFIGS.values():
+    _cfg["optimizer_args"] = {k: v for k, v in _cfg["optimizer_args"].items() if v is not None}
+CONFIGS.update(M_CONFIGS)
+
+# Every m_* recording (these and tools/record_checkpointed.py's m_resnet18_cseq*), frozen: sorted by
+# name, positions 3, 6, 9, ... (counting from 1) are held out, the others tune (tests/data/train/SPLIT.md).
+M_NAMES = sorted(list(M_CONFIGS) + ["m_resnet18_cseq2", "m_resnet18_cseq3", "m_resnet18_cseq4"])
+M_SPLIT = {n: ("held_out" if (i + 1) % 3 == 0 else "tuning") for i, n in enumerate(M_NAMES)}
+
+
+def gpumem_settings(cfg):
+    """How `gpumem train` is told the recorded step's settings (facts "gpumem")."""
+    args = cfg["optimizer_args"]
+    opt = {"SGD": "sgd-momentum" if args.get("momentum") else "sgd", "Adam": "adam", "AdamW": "adamw"}[cfg["optimizer"]]
+    foreach = args.get("foreach")
+    out = {"optimizer": opt,
+           "precision": "amp-bf16" if cfg.get("autocast") == "bf16" else "fp32",
+           "foreach": None if foreach is None else ("on" if foreach else "off"),
+           "grads": "set-to-none" if cfg.get("set_to_none", True) else "zero",
+           "batch": cfg["batch"] if cfg.get("dynamic_batch") else None,
+           "checkpoint": []}
+    cli = ["--device", "cpu", "--optimizer", out["optimizer"], "--precision", out["precision"]]
+    if out["foreach"]:
+        cli += ["--foreach", out["foreach"]]
+    if out["grads"] == "zero":
+        cli += ["--grads", "zero"]
+    if out["batch"]:
+        cli += ["--batch", str(out["batch"])]
+    out["args"] = cli
+    return out
+
 
 def build(name):
     """Model, optimizer, batch, labels and autocast dtype of a configuration (seeded)."""
@@ -316,7 +430,7 @@ def build(name):
     else:
         x = torch.randn(*cfg["input_shape"])
         y = torch.randint(0, classes, (cfg["batch"],))
-    autocast = torch.bfloat16 if name == "transformer_bf16" else None
+    autocast = torch.bfloat16 if name == "transformer_bf16" or cfg.get("autocast") == "bf16" else None
     return model, optimizer, x, y, autocast
 
 
@@ -408,7 +522,7 @@ def optimizer_state_tensors(optimizer):
     return out
 
 
-def step(model, optimizer, x, y, autocast, ranges):
+def step(model, optimizer, x, y, autocast, ranges, set_to_none=True):
     import torch
     from torch.autograd.profiler import record_function
     from contextlib import nullcontext
@@ -418,7 +532,7 @@ def step(model, optimizer, x, y, autocast, ranges):
 
     cast = torch.autocast("cpu", dtype=autocast) if autocast is not None else nullcontext()
     with rng("zero_grad"):
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=set_to_none)
     with cast:
         with rng("forward"):
             logits = model(x)
@@ -489,6 +603,15 @@ def write_atomically(path, data):
     w(Path(path), data)
 
 
+def dynamic_axes(cfg):
+    """dynamic_axes of an m_* configuration with dynamic_batch (None otherwise)."""
+    if not cfg.get("dynamic_batch"):
+        return None
+    if cfg["kind"] in ("transformer", "gpt"):
+        return {"tokens": {1: "batch"}, "logits": {0: "rows"}}
+    return {"images": {0: "batch"}, "logits": {0: "batch"}}
+
+
 def export_onnx(name, model, x):
     """Training-mode ONNX export; returns (graph-only bytes, opset, initializer names)."""
     import onnx
@@ -496,13 +619,17 @@ def export_onnx(name, model, x):
     sys.path.insert(0, str(HERE))
     from export_models import strip_to_graph_only
 
-    input_name = "tokens" if CONFIGS[name]["kind"] in ("transformer", "gpt") else "images"
+    cfg = CONFIGS[name]
+    lm = cfg["kind"] in ("transformer", "gpt")
+    input_name = "tokens" if lm else "images"
+    axes = dynamic_axes(cfg)
     last = None
-    for opset in (14, 15):
+    for opset in (cfg["opset"],) if "opset" in cfg else (14, 15):
         buf = io.BytesIO()
         try:
             torch.onnx.export(model, (x,), buf, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
-                              do_constant_folding=False, input_names=[input_name], output_names=["logits"])
+                              do_constant_folding=cfg.get("constant_folding", False), input_names=[input_name],
+                              output_names=["logits"], dynamic_axes=axes)
         except Exception as e:  # an op without an opset-14 export: try 15
             last = e
             continue
@@ -534,7 +661,7 @@ def record_one(name, out_dir):
     try:
         model, optimizer, x, y, autocast = build(name)
         for _ in range(2):
-            step(model, optimizer, x, y, autocast, ranges=False)
+            step(model, optimizer, x, y, autocast, ranges=False, set_to_none=cfg.get("set_to_none", True))
         # Resident bytes before iteration 3.
         params = dict(model.named_parameters())
         trainable = {n: p for n, p in params.items() if p.requires_grad}
@@ -557,7 +684,7 @@ def record_one(name, out_dir):
         opt_state_count = len(opt_state)
         del grads, opt_state  # no extra references into the step (they would keep iteration 2's gradients alive)
         opt_state_kinds = sorted({k for s in optimizer.state.values() for k in s})
-        step(model, optimizer, x, y, autocast, ranges=True)
+        step(model, optimizer, x, y, autocast, ranges=True, set_to_none=cfg.get("set_to_none", True))
     finally:
         result = _disable_profiler()
     run_s = time.time() - t0
@@ -612,7 +739,7 @@ def record_one(name, out_dir):
             "precision": cfg["precision"],
             "frozen_parameter_pattern": cfg["frozen"],
             "loss": cfg["loss"],
-            "zero_grad": "optimizer.zero_grad(set_to_none=True)",
+            "zero_grad": f"optimizer.zero_grad(set_to_none={cfg.get('set_to_none', True)})",
             "warmup_iterations": 2,
             "profiled_iteration": 3,
             "torch_num_threads": 1,
@@ -638,7 +765,7 @@ def record_one(name, out_dir):
         "trace": {"file": trace_path.name, "operators": n_spans, "memory_events": n_memory,
                   "gzip_bytes": len(gz)},
         "onnx": {"file": onnx_path.name, "opset": opset, "training_mode": "TrainingMode.TRAINING",
-                 "do_constant_folding": False, "input_names": [input_name], "output_names": ["logits"],
+                 "do_constant_folding": cfg.get("constant_folding", False), "input_names": [input_name], "output_names": ["logits"],
                  "bytes": len(onnx_bytes),
                  "initializer_naming": "PyTorch parameter / buffer names (model.named_parameters(), "
                                        "named_buffers()), e.g. layer1.0.conv1.weight",
@@ -647,6 +774,14 @@ def record_one(name, out_dir):
     }
     if name == "transformer_bf16":
         facts["onnx"]["same_graph_as"] = "transformer_adamw.onnx (exported without autocast)"
+    if name in M_CONFIGS:
+        facts["base_configuration"] = cfg["base"]
+        facts["split"] = M_SPLIT[name]
+        facts["config"]["autocast"] = "bf16" if cfg.get("autocast") == "bf16" else None
+        facts["onnx"]["dynamic_axes"] = dynamic_axes(cfg)
+        if cfg.get("autocast") == "bf16":
+            facts["onnx"]["exported_without_autocast"] = True
+        facts["gpumem"] = gpumem_settings(cfg)
     write_atomically(out_dir / f"{name}.facts.json", (json.dumps(facts, indent=1) + "\n").encode())
     print(summary(facts))
 
@@ -792,6 +927,8 @@ def dump(name_or_path):
 def update_docstring_table(out_dir):
     rows = []
     for name in CONFIGS:
+        if name in M_CONFIGS:
+            continue  # summarized in tests/data/train/SPLIT.md
         fp = out_dir / f"{name}.facts.json"
         if fp.exists():
             rows.append(summary(json.loads(fp.read_text())))

@@ -95,8 +95,8 @@ class Engine {
     for (const auto& op : model.opset_import()) opsets_[normalise_domain(op.domain())] = static_cast<int>(op.version());
     if (!opsets_.count("")) opsets_[""] = 1;
     graph_ctx_ = std::make_unique<onnx::shape_inference::GraphInferenceContext>(
-        type_ptrs_, opsets_, &symbols_, onnx::shape_inference::ModelLocalFunctionsMap{},
-        guarded_schemas(), nullptr, static_cast<int>(model.ir_version()));
+        type_ptrs_, opsets_, &symbols_, onnx::shape_inference::ModelLocalFunctionsMap{}, guarded_schemas(), nullptr,
+        static_cast<int>(model.ir_version()));
   }
 
   ShapeInferenceOutput run() {
@@ -167,10 +167,13 @@ class Engine {
       } catch (const std::exception& e) {
         std::string what = e.what();
         if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-        notes_.failed_nodes.push_back((node.name().empty() ? node.op_type() : node.name()) + " (" +
-                                      node.op_type() + "): " + what);
+        notes_.failed_nodes.push_back((node.name().empty() ? node.op_type() : node.name()) + " (" + node.op_type() +
+                                      "): " + what);
       }
     }
+
+    if (domain.empty() && node.op_type() == "BatchNormalization") statistics_like_scale(node, inferred);
+    if (domain.empty() && node.op_type() == "Dropout") mask_like_input(node, inferred);
 
     for (int i = 0; i < node.output_size(); ++i) {
       const std::string& name = node.output(i);
@@ -185,6 +188,31 @@ class Engine {
       }
     }
     fold(node, opset);
+  }
+
+  // BatchNormalization's training outputs (running mean and variance, and
+  // before opset 14 the saved mean and variance) are per channel, like its
+  // scale; ONNX's inference for opsets 9 to 13 gives them no type, which a
+  // training-mode export at those opsets (torch.onnx writes all five) needs.
+  void statistics_like_scale(const onnx::NodeProto& node, std::vector<onnx::TypeProto>& inferred) {
+    if (node.input_size() < 2) return;
+    const auto scale = types_.find(node.input(1));
+    if (scale == types_.end() || !static_dims(scale->second)) return;
+    for (size_t i = 1; i < inferred.size() && i < 5; ++i) {
+      const auto& t = inferred[i];
+      if (!t.has_tensor_type() || !t.tensor_type().has_shape()) inferred[i] = scale->second;
+    }
+  }
+
+  // Dropout's mask has its input's shape; before opset 12 ONNX's inference
+  // leaves it untyped, and a training-mode export writes it.
+  void mask_like_input(const onnx::NodeProto& node, std::vector<onnx::TypeProto>& inferred) {
+    if (node.input_size() < 1 || inferred.size() < 2) return;
+    const auto& t = inferred[1];
+    if (t.has_tensor_type() && t.tensor_type().has_shape()) return;
+    const auto in = types_.find(node.input(0));
+    if (in == types_.end() || !static_dims(in->second)) return;
+    inferred[1] = tensor_type(onnx::TensorProto::BOOL, *static_dims(in->second));
   }
 
   void fold(const onnx::NodeProto& node, int opset) {

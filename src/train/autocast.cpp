@@ -67,7 +67,14 @@ void apply_autocast(StepGraph& g, Precision precision, Device device) {
       return is_floating(v.dtype) && (base.parameter || elements_of(base) > 1);
     };
     DType computes = DType::Undefined;
-    if (kLowerPrecision.count(kind)) {
+    if (kind == "batch_norm") {
+      // In no autocast list: it runs in its input's type, and cuDNN's and
+      // the CPU's kernels take fp32 weight, bias and running statistics
+      // with a half or bf16 input (PyTorch's mixed-type batch norm), so
+      // nothing is cast and the output stays low.
+      const int in = g.ops[k].inputs.empty() ? -1 : g.ops[k].inputs[0];
+      if (floating_input(in)) computes = g.values[static_cast<size_t>(in)].dtype;
+    } else if (kLowerPrecision.count(kind)) {
       computes = low;
     } else if (fp32_ops.count(kind)) {
       computes = DType::Float;
@@ -81,7 +88,7 @@ void apply_autocast(StepGraph& g, Precision precision, Device device) {
     }
     if (computes != DType::Undefined) {
       // Inputs of another type are copied first (weights once per forward).
-      const size_t differentiable = kind == "batch_norm" || kind == "layer_norm" ? 1 : g.ops[k].inputs.size();
+      const size_t differentiable = kind == "batch_norm" ? 0 : kind == "layer_norm" ? 1 : g.ops[k].inputs.size();
       for (size_t i = 0; i < g.ops[k].inputs.size() && i < differentiable; ++i) {
         const int id = g.ops[k].inputs[i];
         if (!floating_input(id) || g.values[static_cast<size_t>(id)].dtype == computes) continue;

@@ -728,6 +728,32 @@ TrainingStep predict_training_step(const Model& model, const TrainOptions& optio
         "BatchNormalization runs on running statistics: the model was exported in inference mode; export it with "
         "torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING) for a training step's memory");
   }
+  const bool has_dropout = std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == "Dropout"; });
+  if (!g.has_batch_norm && !has_dropout) {
+    // torch.onnx's default export is in inference mode: BatchNorm folded
+    // into the convolutions, whose weights become unnamed constants
+    // ("onnx::Conv_193"), and dropout removed. The step then lacks the
+    // batch statistics and masks training keeps. (A training-mode export
+    // with constant folding also has unnamed weights, the transposes it
+    // folded, but keeps its BatchNorm or Dropout nodes.)
+    uint64_t unnamed = 0, all = 0;
+    std::string example;
+    for (int p : g.parameters) {
+      const Value& v = g.values[static_cast<size_t>(p)];
+      all += v.bytes;
+      if (v.name.rfind("onnx::", 0) == 0) {
+        unnamed += v.bytes;
+        if (example.empty()) example = v.name;
+      }
+    }
+    if (all > 0 && unnamed * 2 > all) {
+      step.warnings.push_back(fmt::format(
+          "most parameters are unnamed constants ('{}'): an inference-mode export, with BatchNorm folded into the "
+          "convolutions and dropout removed, predicts too little; export with torch.onnx.export(..., "
+          "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)",
+          example));
+    }
+  }
   const bool any_trainable = std::any_of(g.parameters.begin(), g.parameters.end(),
                                          [&](int p) { return g.values[static_cast<size_t>(p)].trainable; });
   if (!any_trainable) {
