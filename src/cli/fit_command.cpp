@@ -1,7 +1,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
@@ -12,7 +11,6 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/report/fit_report.h"
-#include "gpumem/trace/formats.h"
 
 namespace gpumem::cli {
 
@@ -34,7 +32,8 @@ Action add_fit_command(CLI::App& app) {
                   "must fit it")
       ->required();
   add_shape_flags(*cmd, args->flags);
-  cmd->add_flag("--max-batch", args->max_batch, "Find the largest batch (the batch axis, as --batch binds it) that fits");
+  cmd->add_flag("--max-batch", args->max_batch,
+                "Find the largest batch (the batch axis, as --batch binds it) that fits");
   add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
   add_list_option(*cmd, "--keep", args->keep,
                   "Levers fit must not pull: optimizer (foreach, set_to_none, 8-bit states), precision, checkpoint",
@@ -72,11 +71,7 @@ Action add_fit_command(CLI::App& app) {
       const auto [name, contents] = emitted_file(fit, args->emit);
       write_file_atomically((std::filesystem::path(args->out_dir) / name).string(), contents);
     }
-    if (!args->trace_out.empty()) {
-      std::ostringstream history;
-      trace::write_history(train::step_trace(fit.step), history);
-      trace::write_trace_file(args->trace_out, history.str());
-    }
+    if (!args->trace_out.empty()) write_step_trace(args->trace_out, fit.step);
     if (args->json) {
       std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), stdout);
     } else {

@@ -27,8 +27,7 @@ uint64_t parse_size_flag(std::string_view flag, const std::string& text, bool al
 }
 
 uint64_t parse_memory_flag(std::string_view flag, const std::string& text, bool allow_zero) {
-  const auto digits = text.find_first_not_of("0123456789.");
-  const bool bare = !text.empty() && digits == std::string::npos;
+  const bool bare = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
   if (bare && !(allow_zero && parse_bytes(text) == 0)) {
     throw InputError(fmt::format("{} {}: give a unit, e.g. {}GiB or {}MiB ({}B for bytes)", flag, printable(text), text,
                                  text, text));

@@ -1,12 +1,14 @@
 #include "cli/step_flags.h"
 
+#include <map>
+#include <sstream>
+#include <vector>
+
 #include "cli/size_flag.h"
 #include "gpumem/common/device_overhead.h"
 #include "gpumem/common/units.h"
+#include "gpumem/trace/formats.h"
 #include "gpumem/train/device_memory.h"
-
-#include <map>
-#include <vector>
 
 namespace gpumem::cli {
 namespace {
@@ -74,6 +76,12 @@ void apply_step_flags(const StepFlags& flags, train::TrainOptions& options) {
   options.allocator = flags.allocator;
   if (!flags.overhead.empty()) options.overhead_bytes = parse_memory_flag("--overhead", flags.overhead, true);
   train::step_allocator(options);  // --allocator with --device cpu is refused here, before any work
+}
+
+void write_step_trace(const std::string& path, const train::TrainingStep& step) {
+  std::ostringstream history;
+  trace::write_history(train::step_trace(step), history);
+  trace::write_trace_file(path, history.str());
 }
 
 }  // namespace gpumem::cli

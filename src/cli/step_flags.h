@@ -27,4 +27,8 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto = false
 // foreach, allocator and overhead.
 void apply_step_flags(const StepFlags& flags, train::TrainOptions& options);
 
+// --trace OUT of train and fit: the step as a gpumem history trace, written
+// atomically (gzip when OUT ends in .gz).
+void write_step_trace(const std::string& path, const train::TrainingStep& step);
+
 }  // namespace gpumem::cli

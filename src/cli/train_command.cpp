@@ -1,7 +1,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,7 +11,6 @@
 #include "cli/step_flags.h"
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/train_report.h"
-#include "gpumem/trace/formats.h"
 #include "gpumem/train/device_memory.h"
 
 namespace gpumem::cli {
@@ -61,11 +59,7 @@ Action add_train_command(CLI::App& app) {
     const train::DeviceMemory device = train::device_memory(step);
     for (const auto& w : step.warnings)
       std::fprintf(stderr, "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());
-    if (!args->trace_out.empty()) {
-      std::ostringstream history;
-      trace::write_history(train::step_trace(step), history);
-      trace::write_trace_file(args->trace_out, history.str());
-    }
+    if (!args->trace_out.empty()) write_step_trace(args->trace_out, step);
     if (args->json) {
       std::fputs((train_to_json(step, device, args->top).dump(2) + "\n").c_str(), stdout);
     } else {

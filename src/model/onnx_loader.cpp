@@ -146,7 +146,6 @@ Model load_onnx_model_from_bytes(std::string_view bytes, const std::string& disp
   // Structure first: a graph out of order is rejected before any inference.
   model.graph = detail::build_graph_structure(proto.graph(), display_name);
   model.batch_axis = detail::find_batch_axis(proto.graph(), options.batch_dim, display_name);
-  model.batch_symbol = model.batch_axis.symbol;
   const detail::AxisPositions batch_at = detail::batch_positions(proto.graph(), model.batch_axis);
   bind_dimensions(*proto.mutable_graph(), options, model.batch_axis, display_name);
   model.batch_axis.value = detail::batch_value(proto.graph(), batch_at);

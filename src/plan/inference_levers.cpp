@@ -43,7 +43,7 @@ std::vector<InferenceLever> inference_levers(const InspectResult& base, const In
   if (const auto batch = current.load.batch ? current.load.batch : loaded; batch && *batch > 0) {
     // A batch the user bound by its symbol (--dim batch=8) is changed the
     // same way, so the advice is the flag to edit.
-    const std::string& symbol = base.model.batch_symbol;
+    const std::string& symbol = axis.symbol;
     const bool by_symbol = !current.load.batch && !symbol.empty() && current.load.dims.count(symbol) > 0;
     for (const int64_t other : {*batch * 2, *batch / 2}) {
       if (other < 1 || other == *batch) continue;

@@ -6,6 +6,14 @@
 #include "gpumem/train/engine_config.h"
 
 namespace gpumem {
+namespace {
+
+// A strategy's per-GPU bytes leave out what no allocator sees.
+bool fits_per_gpu(const train::FitResult& f, const train::ShardingPlan& p) {
+  return p.gpu_bytes_per_gpu + f.device.overhead <= f.budget;
+}
+
+}  // namespace
 
 std::string render_fit_text(const train::FitResult& f) {
   std::string out;
@@ -51,11 +59,11 @@ std::string render_fit_text(const train::FitResult& f) {
   if (!f.per_gpu.empty()) {
     line();
     line(fmt::format("Per GPU     model states and activations, before checkpointing, + {} overhead",
-                     format_bytes(f.overhead)));
+                     format_bytes(f.device.overhead)));
     line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", "engine", "setting", "per GPU", "CPU (node)", "fits"));
     for (const auto& p : f.per_gpu) {
       line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", p.engine, p.setting, format_bytes(p.gpu_bytes_per_gpu),
-                       format_bytes(p.cpu_bytes), p.gpu_bytes_per_gpu + f.overhead <= f.budget ? "yes" : "no"));
+                       format_bytes(p.cpu_bytes), fits_per_gpu(f, p) ? "yes" : "no"));
     }
   }
   return out;
@@ -110,7 +118,7 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
                        {"optimizer_bytes", p.optimizer_bytes},
                        {"buffer_bytes", p.buffer_bytes},
                        {"activation_bytes", p.activation_bytes},
-                       {"fits", p.gpu_bytes_per_gpu + f.overhead <= f.budget}});
+                       {"fits", fits_per_gpu(f, p)}});
   }
   doc["per_gpu"] = per_gpu;
   return doc;
@@ -138,8 +146,8 @@ std::pair<std::string, std::string> emitted_file(const train::FitResult& f, cons
   for (const auto& p : f.per_gpu) {
     if (p.engine != engine) continue;
     if (!chosen) chosen = &p;
-    const bool fits = p.gpu_bytes_per_gpu + f.overhead <= f.budget;
-    const bool chosen_fits = chosen->gpu_bytes_per_gpu + f.overhead <= f.budget;
+    const bool fits = fits_per_gpu(f, p);
+    const bool chosen_fits = fits_per_gpu(f, *chosen);
     if ((fits && !chosen_fits) || (!chosen_fits && p.gpu_bytes_per_gpu < chosen->gpu_bytes_per_gpu)) chosen = &p;
   }
   if (!chosen) return {kind, ""};

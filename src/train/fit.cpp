@@ -67,7 +67,6 @@ std::pair<CheckpointPlan, Candidate> checkpoint_on_device(const Model& model, co
     if (excess >= allocated) break;
     target = allocated - excess;
   }
-  if (best_plan.modules.empty()) return {best_plan, best};
   best_plan.fits = best.fits();
   return {best_plan, best};
 }
@@ -153,7 +152,6 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   r.device = current.device;
   r.predicted_peak = current.need();
   r.fits = current.fits();
-  r.overhead = current.device.overhead;
   if (request.gpus > 1) {
     TrainOptions sharded = r.options;
     sharded.checkpoint.clear();

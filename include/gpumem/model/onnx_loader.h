@@ -52,9 +52,8 @@ struct Model {
   int64_t opset = 0;  // default-domain opset
   Graph graph;
   ShapeInferenceNotes notes;
-  // The symbol the file gives the batch axis (what --batch overrides),
-  // before --dim binds it; empty when it has none.
-  std::string batch_symbol;
+  // The batch axis (what --batch binds); its symbol is the file's, before
+  // --dim binds it.
   BatchAxis batch_axis;
 };
 

@@ -30,10 +30,10 @@ struct FitRequest {
   // The step as the user runs it (--batch in options.model), with the
   // allocator and overhead that decide what the device holds.
   TrainOptions options;
-  uint64_t budget = 0;          // device bytes per GPU: the step's reserved peak + overhead must fit
-  std::set<Lever> keep;         // levers fit must not pull
-  bool max_batch = false;       // search the largest batch (the first input dimension)
-  int gpus = 1;                 // > 1: memory per GPU under DeepSpeed, FSDP and pipeline stages
+  uint64_t budget = 0;     // device bytes per GPU: the step's reserved peak + overhead must fit
+  std::set<Lever> keep;    // levers fit must not pull
+  bool max_batch = false;  // search the largest batch (on the model's batch axis)
+  int gpus = 1;            // > 1: memory per GPU under DeepSpeed, FSDP and pipeline stages
 };
 
 struct FitChange {
@@ -71,9 +71,9 @@ struct FitResult {
   std::vector<FitAttempt> batches_tried;
   // --gpus: each strategy's memory per GPU for the step as chosen (before
   // checkpointing, which multiplies with any of them), without the
-  // overhead; a strategy fits when gpu_bytes_per_gpu + overhead <= budget.
+  // overhead; a strategy fits when gpu_bytes_per_gpu + device.overhead <=
+  // budget.
   std::vector<ShardingPlan> per_gpu;
-  uint64_t overhead = 0;
 };
 
 // Parameters, largest module, layers and activations of a predicted step,
