@@ -42,18 +42,27 @@ void BM_PredictStepFromFile(benchmark::State& state, const char* dir, const char
 
 // The checkpointing dynamic program on a chain of 1,000 units (goal: proven
 // optimal in under 1 s), at a budget of half the activations: each unit
-// frees its activations when checkpointed and keeps its input instead.
+// frees its activations when checkpointed and keeps its input instead; a
+// run of units under one checkpoint keeps only the first one's input.
+// state.range(1): the longest run offered (1: single modules).
 void BM_SolveChain(benchmark::State& state) {
   const auto n = static_cast<size_t>(state.range(0));
   std::mt19937_64 rng(7);
   gpumem::train::ChainProblem p;
+  p.max_segment = static_cast<int>(state.range(1));
   int64_t total = 0;
   std::vector<int64_t> activations(n);
+  p.need.push_back(gpumem::train::kNoNeed);
   for (size_t i = 0; i < n; ++i) {
     activations[i] = 1'000'000 + static_cast<int64_t>(rng() % 9'000'000);
     const int64_t input = activations[i] / 8;
-    p.cost.push_back(activations[i] * 3);
-    p.saving.push_back({0, activations[i] - input, 0, activations[i] - input});
+    p.cost.push_back(static_cast<uint64_t>(activations[i]) * 3);
+    p.joins_previous.push_back(i > 0);
+    p.normal.push_back({0, 0});
+    p.in_segment.emplace_back();
+    for (size_t j = 0; j < static_cast<size_t>(p.max_segment) && j <= i; ++j)
+      p.in_segment.back().push_back({activations[i] - (j == 0 ? input : 0), activations[i] - (j == 0 ? input : 0)});
+    p.need_backward.push_back(gpumem::train::kNoNeed);
     total += activations[i];
   }
   int64_t prefix = 0;
@@ -67,7 +76,7 @@ void BM_SolveChain(benchmark::State& state) {
     state.counters["feasible"] = s.feasible;
   }
 }
-BENCHMARK(BM_SolveChain)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SolveChain)->Args({100, 1})->Args({1000, 1})->Args({1000, 16})->Unit(benchmark::kMillisecond);
 
 // `gpumem fit`'s search on the bundled BERT-base graph at 3/4 of what the
 // unchanged step needs on the device (reserved under PyTorch's allocator +

@@ -81,7 +81,8 @@ CKPT_CONFIGS = {
                                                "encoder.layers.2", "encoder.layers.3"]),
     # The plans `gpumem fit --device cpu` makes: resnet18 (sgd-momentum) at
     # --budget 282MiB, the transformer (adamw) at --budget 100MiB.
-    "resnet18_sgd_fit282": dict(base="resnet18_sgd", checkpoint=["layer1.0"]),
+    # "bn1..maxpool": one checkpoint around that run of siblings (wrap_run).
+    "resnet18_sgd_fit282": dict(base="resnet18_sgd", checkpoint=["bn1..maxpool"]),
     "transformer_adamw_fit100": dict(base="transformer_adamw",
                                      checkpoint=["encoder.layers.0", "encoder.layers.1", "encoder.layers.2"]),
     # torch.utils.checkpoint.checkpoint_sequential over resnet18's top-level children (see
@@ -166,6 +167,45 @@ def wrap_checkpoint(module):
     module.forward = forward
 
 
+def run_modules(model, entry):
+    """The module names an entry covers: "layer1.0" itself, or every sibling of "FIRST..LAST" in between."""
+    if ".." not in entry:
+        return [entry]
+    first, last = entry.split("..")
+    parent_name = first.rpartition(".")[0]
+    if last.rpartition(".")[0] != parent_name:
+        raise SystemExit(f"{entry}: FIRST and LAST must be siblings")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    names = [n for n, _ in parent.named_children()]
+    a, b = names.index(first.rpartition(".")[2]), names.index(last.rpartition(".")[2])
+    prefix = parent_name + "." if parent_name else ""
+    return [prefix + n for n in names[a:b + 1]]
+
+
+def wrap_run(model, entry):
+    """One checkpoint around a run of siblings that their parent's forward calls one after another on
+    one tensor (resnet's conv1, bn1, relu, maxpool), as `gpumem train --checkpoint FIRST..LAST` means:
+    FIRST's forward runs the whole run under torch.utils.checkpoint, the others pass their input on."""
+    import torch.utils.checkpoint
+
+    run = [model.get_submodule(m) for m in run_modules(model, entry)]
+    forwards = [m.forward for m in run]
+
+    def run_all(x):
+        for f in forwards:
+            x = f(x)
+        return x
+
+    def forward(x):
+        if not run[0].training:
+            return run_all(x)
+        return torch.utils.checkpoint.checkpoint(run_all, x)
+
+    run[0].forward = forward
+    for m in run[1:]:
+        m.forward = lambda x: x
+
+
 def install(name):
     """Patches record_training for the checkpointed configuration `name`."""
     spec = spec_of(name)
@@ -181,7 +221,10 @@ def install(name):
             if spec.get("sequential"):
                 _state["sequential"] = install_sequential(model, spec["sequential"])
             for mname in spec["checkpoint"]:
-                wrap_checkpoint(model.get_submodule(mname))
+                if ".." in mname:
+                    wrap_run(model, mname)
+                else:
+                    wrap_checkpoint(model.get_submodule(mname))
             _state["model"] = model
         return model, optimizer, x, y, autocast
 
@@ -261,11 +304,12 @@ def record(name, out_dir):
     seq = _state.get("sequential")
     if seq:
         spec = dict(spec, checkpoint=seq["checkpoint"])
-    missing = [f"{m}.{p}" for m in spec["checkpoint"]
+    modules = [m for entry in spec["checkpoint"] for m in run_modules(model, entry)]
+    missing = [f"{m}.{p}" for m in modules
                for p, t in model.get_submodule(m).named_parameters() if t.grad is None]
     if missing:
         raise SystemExit(f"{name}: parameters without .grad after the step: {missing}")
-    n_params = sum(1 for m in spec["checkpoint"] for _ in model.get_submodule(m).parameters())
+    n_params = sum(1 for m in modules for _ in model.get_submodule(m).parameters())
     facts_path = out_dir / f"{name}.facts.json"
     facts = json.loads(facts_path.read_text())
     base = spec["base"]
@@ -283,8 +327,12 @@ def record(name, out_dir):
         facts["base_configuration"] = base
         facts["split"] = rt.M_SPLIT[name]
         g = rt.gpumem_settings(rt.CONFIGS[base])
-        g["checkpoint"] = None
-        g["checkpoint_note"] = "gpumem has no checkpoint_sequential flag; per-module --checkpoint is not the same step"
+        # Each checkpointed segment is one `--checkpoint FIRST..LAST` entry:
+        # one torch.utils.checkpoint around a run of children.
+        g["checkpoint"] = [f"{mods[0]}..{mods[-1]}" if len(mods) > 1 else mods[0]
+                           for mods, ck in zip(seq["checkpoint_sequential_segment_modules"],
+                                               seq["checkpoint_sequential_segment_checkpointed"]) if ck]
+        g["args"] = g["args"] + ["--checkpoint", ",".join(g["checkpoint"])]
         facts["gpumem"] = g
     facts["checkpointed_parameters_with_grad"] = n_params
     onnx = facts["onnx"]

@@ -48,11 +48,18 @@ std::string render_fit_text(const train::FitResult& f) {
   }
   if (!f.checkpoint.modules.empty()) {
     line();
-    line(fmt::format("Checkpoint  {} module(s) with torch.utils.checkpoint{}:", f.checkpoint.modules.size(),
+    line(fmt::format("Checkpoint  {} segment(s) with torch.utils.checkpoint{}:", f.checkpoint.modules.size(),
                      f.checkpoint.optimal ? " (optimal for the chain of modules)" : ""));
     std::string list;
-    for (const auto& m : f.checkpoint.modules) list += (list.empty() ? "" : ", ") + m;
+    bool runs = false;
+    for (const auto& m : f.checkpoint.modules) {
+      list += (list.empty() ? "" : ", ") + m;
+      runs = runs || m.find("..") != std::string::npos;
+    }
     line("  " + list);
+    if (runs) {
+      line("  FIRST..LAST: one checkpoint around that run of sibling modules, as checkpoint_sequential wraps a run");
+    }
     line(fmt::format("  recomputes {} FLOPs, {:.1f}% of one forward pass", format_count(f.checkpoint.recompute_flops),
                      100 * f.checkpoint.recompute_fraction));
   }

@@ -31,107 +31,139 @@ std::vector<ChainUnit> chain_units(const TrainingStep& step, int depth) {
       contiguous = path[static_cast<size_t>(k)].empty() || path[static_cast<size_t>(k)] == module;
       flops += step.op_flops[static_cast<size_t>(k)];
     }
-    if (contiguous && flops > 0) units.push_back({module, range.first, range.second, flops});
+    if (contiguous && flops > 0) {
+      const std::string parent =
+          depth > 1 ? module_path(step.op_names[static_cast<size_t>(range.first)], depth - 1) : "";
+      units.push_back({module, parent, range.first, range.second, flops});
+    }
   }
   std::sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return a.first_op < b.first_op; });
   return units;
 }
 
 ChainSolution solve_chain(const ChainProblem& p) {
-  // Savings are counted in steps of q bytes, rounded down (so a plan found
-  // never saves less than the model says), over the range the constraints
-  // can tell apart: from the smallest need to the largest need plus every
-  // saving that could still be lost later. q = 1 (exact) while that range
-  // has at most kSteps values; kSteps shrinks with the chain's length to
-  // bound the work (about 2^22 states).
+  // Savings are counted in steps of q bytes, each term rounded down (so a
+  // plan found never saves less than the model says), over the range the
+  // constraints can tell apart: from the smallest need to the largest need
+  // plus every saving that could still be lost later. q = 1 (exact) while
+  // that range has at most kSteps values. kSteps is 2^10 per position, so
+  // that what rounding loses over the whole chain stays near a 2^10th of
+  // the range, within 2^23 back-pointers of 8 bytes.
   ChainSolution out;
-  if (p.need_before > 0) return out;
   const size_t n = p.cost.size();
-  const int64_t kSteps = std::clamp<int64_t>((int64_t{1} << 22) / static_cast<int64_t>(std::max<size_t>(n, 1)),
+  if (p.need.empty() || p.need[0] > 0) return out;
+  const auto L = static_cast<size_t>(std::clamp(p.max_segment, 1, 255));  // From::units holds it
+  const auto positions = static_cast<int64_t>(n + 1);
+  const int64_t kSteps = std::clamp<int64_t>(std::min((int64_t{1} << 10) * positions, (int64_t{1} << 22) / positions),
                                              int64_t{1} << 12, int64_t{1} << 20);
   if (n == 0) {
     out.feasible = true;
     return out;
   }
-  // A need far below anything reachable (no moment of the step has that
-  // prefix stored) constrains nothing.
-  constexpr int64_t kNoNeed = std::numeric_limits<int64_t>::min() / 8;
+  auto joins = [&](size_t i) { return i < p.joins_previous.size() && p.joins_previous[i]; };
   int64_t lo = 0, hi = 0, losses = 0;
   for (size_t i = 0; i < n; ++i) {
-    for (int64_t v : p.saving[i]) losses += std::max<int64_t>(0, -v);
+    for (int64_t v : p.normal[i]) losses += std::max<int64_t>(0, -v);
+    for (size_t j = 0; j < std::min(L, p.in_segment[i].size()); ++j)
+      for (int64_t v : p.in_segment[i][j]) losses += std::max<int64_t>(0, -v);
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (p.need[i] <= kNoNeed) continue;
-    lo = std::min(lo, p.need[i]);
-    hi = std::max(hi, p.need[i]);
-  }
+  auto widen = [&](int64_t need) {
+    if (need <= kNoNeed) return;
+    lo = std::min(lo, need);
+    hi = std::max(hi, need);
+  };
+  for (int64_t v : p.need) widen(v);
+  for (int64_t v : p.need_backward) widen(v);
   lo -= losses;
   hi += losses;
   const int64_t q = std::max<int64_t>(1, (hi - lo + kSteps - 1) / kSteps);
+  out.resolution = q;
   auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  auto ceil_div = [&](int64_t a, int64_t b) { return -floor_div(-a, b); };
   // top: the largest need rounded up, so that clamping never fails one.
   const int64_t base = floor_div(lo, q), top = floor_div(hi, q) + 1;
   const auto width = static_cast<size_t>(top - base + 1);
+  auto need_of = [&](int64_t need) { return need <= kNoNeed ? base : ceil_div(need, q); };
   constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
-  // cost[cur][s]: the least recompute reaching savings step s with the
-  // last unit's choice cur; choice[i][cur][s] remembers the previous state.
-  std::vector<std::array<std::vector<uint64_t>, 2>> cost(2);
+  // best(i)[c][s]: the least recompute with units 0..i-1 decided, savings
+  // step s, and unit i-1 checkpointed (c = 1) or not, kept for the L + 1
+  // positions a transition spans; from[i][c][s]: the state it came from
+  // and how many units the transition decided.
   struct From {
     int32_t s = -1;
+    uint8_t units = 0;  // how many units the transition decided
     int8_t prev = 0;
   };
-  std::vector<std::array<std::vector<From>, 2>> from(n);
-  std::array<std::vector<uint64_t>, 2> now{std::vector<uint64_t>(width, kNone), std::vector<uint64_t>(width, kNone)};
-  const auto zero = static_cast<size_t>(-base);
-  now[0][zero] = 0;  // nothing saved, "previous unit" not checkpointed
-  bool any = true;
-  for (size_t i = 0; i < n && any; ++i) {
-    std::array<std::vector<uint64_t>, 2> next{std::vector<uint64_t>(width, kNone), std::vector<uint64_t>(width, kNone)};
-    from[i][0].assign(width, From{});
-    from[i][1].assign(width, From{});
-    const int64_t need = p.need[i] <= kNoNeed ? base : (p.need[i] + q - 1 - (p.need[i] < 0 ? q - 1 : 0)) / q;  // ceil
-    any = false;
+  std::vector<std::array<std::vector<uint64_t>, 2>> ring(L + 1);
+  for (auto& b : ring) b = {std::vector<uint64_t>(width, kNone), std::vector<uint64_t>(width, kNone)};
+  auto best = [&](size_t at) -> std::array<std::vector<uint64_t>, 2>& { return ring[at % (L + 1)]; };
+  std::vector<std::array<std::vector<From>, 2>> from(n + 1);
+  for (size_t i = 1; i <= n; ++i) from[i] = {std::vector<From>(width), std::vector<From>(width)};
+  best(0)[0][static_cast<size_t>(-base)] = 0;
+  auto offer = [&](size_t at, int c, int64_t t, uint64_t cost, From f) {
+    if (t < need_of(p.need[at])) return;
+    const auto slot = static_cast<size_t>(std::clamp(t, base, top) - base);
+    if (cost < best(at)[static_cast<size_t>(c)][slot]) {
+      best(at)[static_cast<size_t>(c)][slot] = cost;
+      from[at][static_cast<size_t>(c)][slot] = f;
+    }
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && i + L <= n) {
+      for (auto& row : best(i + L)) std::fill(row.begin(), row.end(), kNone);  // position i - 1's, done
+    }
+    const int64_t need_back = need_of(p.need_backward[i]);
     for (int prev = 0; prev < 2; ++prev) {
-      if (i == 0 && prev == 1) continue;
-      for (size_t s = 0; s < width; ++s) {
-        if (now[static_cast<size_t>(prev)][s] == kNone) continue;
-        for (int cur = 0; cur < 2; ++cur) {
-          int64_t t = static_cast<int64_t>(s) + base + floor_div(p.saving[i][static_cast<size_t>(prev * 2 + cur)], q);
-          if (t < need) continue;
-          t = std::clamp(t, base, top);
-          const auto slot = static_cast<size_t>(t - base);
-          const uint64_t c = now[static_cast<size_t>(prev)][s] + (cur ? p.cost[i] : 0);
-          if (c < next[static_cast<size_t>(cur)][slot]) {
-            next[static_cast<size_t>(cur)][slot] = c;
-            from[i][static_cast<size_t>(cur)][slot] = From{static_cast<int32_t>(s), static_cast<int8_t>(prev)};
-            any = true;
-          }
+      const auto& now = best(i)[static_cast<size_t>(prev)];
+      for (size_t slot = 0; slot < width; ++slot) {
+        if (now[slot] == kNone) continue;
+        const int64_t s = static_cast<int64_t>(slot) + base;
+        From f{static_cast<int32_t>(slot), 1, static_cast<int8_t>(prev)};
+        // Unit i runs normally.
+        if (s >= need_back) offer(i + 1, 0, s + floor_div(p.normal[i][static_cast<size_t>(prev)], q), now[slot], f);
+        // A segment i..e: every unit's backward sees only the savings from
+        // before it; forward inside it sees the run's savings so far.
+        int64_t t = s;
+        uint64_t cost = now[slot];
+        for (size_t e = i; e < n && e - i < L && (e == i || joins(e)); ++e) {
+          if (s < need_of(p.need_backward[e])) break;
+          if (e - i >= p.in_segment[e].size()) break;
+          t += floor_div(p.in_segment[e][e - i][static_cast<size_t>(prev)], q);
+          cost += p.cost[e];
+          f.units = static_cast<uint8_t>(e - i + 1);
+          offer(e + 1, 1, t, cost, f);
+          if (e + 1 < n && t < need_of(p.need[e + 1])) break;  // the run cannot go on past a failed moment
         }
       }
     }
-    now = std::move(next);
   }
-  if (!any) return out;
-  int best_cur = 0;
+  int best_c = 0;
   size_t best_s = 0;
-  uint64_t best = kNone;
-  for (int cur = 0; cur < 2; ++cur) {
-    for (size_t s = 0; s < width; ++s) {
-      if (now[static_cast<size_t>(cur)][s] < best) {
-        best = now[static_cast<size_t>(cur)][s];
-        best_cur = cur;
-        best_s = s;
+  uint64_t least = kNone;
+  for (int c = 0; c < 2; ++c) {
+    for (size_t slot = 0; slot < width; ++slot) {
+      if (best(n)[static_cast<size_t>(c)][slot] < least) {
+        least = best(n)[static_cast<size_t>(c)][slot];
+        best_c = c;
+        best_s = slot;
       }
     }
   }
+  if (least == kNone) return out;
   out.feasible = true;
-  out.cost = best;
+  out.cost = least;
   out.resolution = q;
   out.checkpointed.assign(n, false);
-  for (size_t i = n; i-- > 0;) {
-    out.checkpointed[i] = best_cur == 1;
-    const From f = from[i][static_cast<size_t>(best_cur)][best_s];
-    best_cur = f.prev;
+  out.starts_segment.assign(n, false);
+  for (size_t at = n; at > 0;) {
+    const From f = from[at][static_cast<size_t>(best_c)][best_s];
+    const size_t start = at - f.units;
+    if (best_c == 1) {
+      for (size_t u = start; u < at; ++u) out.checkpointed[u] = true;
+      out.starts_segment[start] = true;
+    }
+    at = start;
+    best_c = f.prev;
     best_s = static_cast<size_t>(f.s);
   }
   return out;
@@ -139,72 +171,135 @@ ChainSolution solve_chain(const ChainProblem& p) {
 
 namespace {
 
-// The chain problem for `units` from the step without checkpointing.
-ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit>& units, uint64_t budget) {
+// Which units an allocation of the step without checkpointing concerns.
+struct Concern {
+  int producer = -1;            // the unit that makes it (-1: none)
+  int last = -1;                // the last unit that makes, reads or keeps it
+  bool outside_keeper = false;  // an op of no unit keeps it for backward
+  bool kept_base = false;       // kept for backward without checkpointing
+  std::vector<int> keepers, readers;
+  int64_t bytes = 0;
+};
+
+// Whether it is kept until backward when `segment(u)` gives each unit's
+// checkpointed segment (-1: runs normally): a unit that runs normally keeps
+// what its ops keep; a checkpointed segment keeps its inputs, what it reads
+// from outside itself.
+template <typename SegmentOf>
+bool kept(const Concern& a, SegmentOf segment) {
+  if (a.outside_keeper) return true;
+  for (int u : a.keepers) {
+    if (segment(u) < 0) return true;
+  }
+  for (int u : a.readers) {
+    if (u == a.producer) continue;
+    const int seg = segment(u);
+    if (seg >= 0 && (a.producer < 0 || segment(a.producer) != seg)) return true;
+  }
+  return false;
+}
+
+// The chain problem for `units` from the step without checkpointing. Units
+// before the one deciding (and before its segment's predecessor) are taken
+// as running normally: no saving is claimed that depends on them.
+ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit>& units, uint64_t budget,
+                           int max_segment) {
   const size_t n = units.size();
   std::vector<int> unit_of(base.op_names.size(), -1);
   for (size_t u = 0; u < n; ++u) {
     for (int k = units[u].first_op; k <= units[u].last_op; ++k) unit_of[static_cast<size_t>(k)] = static_cast<int>(u);
   }
   ChainProblem p;
+  p.max_segment = max_segment;
   p.cost.resize(n);
-  for (size_t u = 0; u < n; ++u) p.cost[u] = units[u].flops;
-  p.saving.assign(n, {0, 0, 0, 0});
-  for (const Allocation& a : base.allocations) {
-    if (a.op_index < 0 || a.bytes == 0) continue;
-    const int producer = unit_of[static_cast<size_t>(a.op_index)];
-    int lo = producer, hi = producer;
-    bool outside_keeper = false;
-    auto widen = [&](int u) {
-      if (u < 0) return;
-      lo = lo < 0 ? u : std::min(lo, u);
-      hi = std::max(hi, u);
-    };
-    for (int o : a.kept_by) {
+  p.joins_previous.assign(n, false);
+  for (size_t u = 0; u < n; ++u) {
+    p.cost[u] = units[u].flops;
+    p.joins_previous[u] = u > 0 && max_segment > 1 && units[u].parent == units[u - 1].parent;
+  }
+  p.normal.assign(n, {0, 0});
+  p.in_segment.assign(n, {});
+  for (size_t u = 0; u < n; ++u) {
+    size_t run = 1;
+    while (run < static_cast<size_t>(max_segment) && run <= u && p.joins_previous[u + 1 - run]) ++run;
+    p.in_segment[u].assign(run, {0, 0});
+  }
+  for (const Allocation& alloc : base.allocations) {
+    if (alloc.op_index < 0 || alloc.bytes == 0) continue;
+    Concern a;
+    a.producer = unit_of[static_cast<size_t>(alloc.op_index)];
+    a.last = a.producer;
+    a.bytes = static_cast<int64_t>(alloc.bytes);
+    a.kept_base = !alloc.kept_by.empty();
+    for (int o : alloc.kept_by) {
       const int u = unit_of[static_cast<size_t>(o)];
-      if (u < 0) outside_keeper = true;
-      widen(u);
+      if (u < 0) {
+        a.outside_keeper = true;
+      } else {
+        a.keepers.push_back(u);
+        a.last = std::max(a.last, u);
+      }
     }
-    for (int o : a.read_by) widen(unit_of[static_cast<size_t>(o)]);
-    if (hi < 0) continue;
-    const bool kept_base = !a.kept_by.empty();
-    // Whether it stays until backward when units hi-1 and hi choose (prev,
-    // cur); units further back are taken as not checkpointed (no saving
-    // is claimed that depends on them).
+    for (int o : alloc.read_by) {
+      const int u = unit_of[static_cast<size_t>(o)];
+      if (u < 0) continue;
+      a.readers.push_back(u);
+      a.last = std::max(a.last, u);
+    }
+    if (a.last < 0) continue;
+    const auto last = static_cast<size_t>(a.last);
+    const int64_t before = a.kept_base ? a.bytes : 0;
     for (int prev = 0; prev < 2; ++prev) {
-      for (int cur = 0; cur < 2; ++cur) {
-        auto checkpointed = [&](int u) { return (u == hi && cur) || (u == hi - 1 && prev && hi - 1 >= lo); };
-        bool kept = outside_keeper;
-        for (int o : a.kept_by) {
-          const int u = unit_of[static_cast<size_t>(o)];
-          kept = kept || (u >= 0 && !checkpointed(u));
-        }
-        for (int o : a.read_by) {
-          const int u = unit_of[static_cast<size_t>(o)];
-          kept = kept || (u >= 0 && u != producer && checkpointed(u));
-        }
-        const int64_t bytes = static_cast<int64_t>(a.bytes);
-        p.saving[static_cast<size_t>(hi)][static_cast<size_t>(prev * 2 + cur)] +=
-            (kept_base ? bytes : 0) - (kept ? bytes : 0);
+      // Unit `last` runs normally; the one before is its own segment or not.
+      p.normal[last][static_cast<size_t>(prev)] +=
+          before - (kept(a, [&](int u) { return u == a.last - 1 && prev ? 1 : -1; }) ? a.bytes : 0);
+      // Unit `last` is the j-th of a segment starting at last - j.
+      for (size_t j = 0; j < p.in_segment[last].size(); ++j) {
+        const int start = a.last - static_cast<int>(j);
+        const auto segment = [&](int u) { return u >= start && u <= a.last ? 0 : (u == start - 1 && prev ? 1 : -1); };
+        p.in_segment[last][j][static_cast<size_t>(prev)] += before - (kept(a, segment) ? a.bytes : 0);
       }
     }
   }
-  // What must be saved while units 0..i are stored: the most live then,
-  // less the budget.
-  p.need.assign(n, std::numeric_limits<int64_t>::min());
-  p.need_before = std::numeric_limits<int64_t>::min();
+  // What must be saved at each moment: the most live then, less the budget.
+  // Backward through an op between two units counts as the later unit's
+  // backward (it runs after it, and inside its segment if a run spans it).
+  p.need.assign(n + 1, kNoNeed);
+  p.need_backward.assign(n, kNoNeed);
   for (const auto& point : base.timeline) {
     const int k = base.op_at_time[static_cast<size_t>(point.time)];
-    int stored = 0;
+    const int64_t need = static_cast<int64_t>(point.live_bytes) - static_cast<int64_t>(budget);
+    size_t stored = 0;  // units whose forward is done before op k
     if (k >= 0) {
       for (const auto& u : units) stored += u.last_op < k ? 1 : 0;
     }
-    const int64_t need = static_cast<int64_t>(point.live_bytes) - static_cast<int64_t>(budget);
-    int64_t& slot = stored == 0 ? p.need_before : p.need[static_cast<size_t>(stored - 1)];
-    slot = std::max(slot, need);
+    if (k >= 0 && point.phase == Phase::kBackward && stored < n) {
+      int64_t& slot = p.need_backward[stored];
+      slot = std::max(slot, need);
+    } else {
+      int64_t& slot = p.need[k >= 0 ? stored : 0];
+      slot = std::max(slot, need);
+    }
   }
-  for (auto& need : p.need) need = std::max<int64_t>(need, std::numeric_limits<int64_t>::min() / 4);
   return p;
+}
+
+// The longest run of modules one checkpoint is offered to wrap.
+constexpr size_t kMaxSegment = 16;
+
+// `train --checkpoint` entries for a solution: "layer1" or "conv1..maxpool".
+std::vector<std::string> segments_of(const std::vector<ChainUnit>& units, const ChainSolution& s) {
+  std::vector<std::string> out;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (!s.checkpointed[u]) continue;
+    if (s.starts_segment[u]) {
+      out.push_back(units[u].module);
+    } else {
+      const std::string first = out.back().substr(0, out.back().find(".."));
+      out.back() = first + ".." + units[u].module;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -224,36 +319,48 @@ CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& option
   for (int depth = 1; depth <= 4; ++depth) {
     const std::vector<ChainUnit> units = chain_units(base, depth);
     if (units.empty()) continue;
-    // The chain model can be off by what it does not see; tighten the
-    // budget by the simulated excess and solve again, a few times.
-    uint64_t target = budget;
-    for (int attempt = 0; attempt < 6; ++attempt) {
-      const ChainProblem cp = chain_problem(base, units, target);
-      const ChainSolution s = solve_chain(cp);
-      if (!s.feasible) break;
-      TrainOptions with = options;
-      with.checkpoint.clear();
-      for (size_t u = 0; u < units.size(); ++u) {
-        if (s.checkpointed[u]) with.checkpoint.push_back(units[u].module);
-      }
-      TrainingStep step = predict_training_step(model, with);
-      if (step.peak_bytes <= budget) {
-        if (!found || step.recompute_flops < best.recompute_flops) {
-          best.fits = true;
+    // Single modules, then runs of siblings too: the runs' model is the
+    // rougher (a run is recomputed at once), so both are solved and the
+    // simulation picks.
+    std::vector<int> lengths{1};
+    if (units.size() > 1) lengths.push_back(static_cast<int>(std::min(units.size(), kMaxSegment)));
+    for (const int max_segment : lengths) {
+      // The chain model can be off by what it does not see; tighten the
+      // budget by the simulated excess and solve again, a few times.
+      uint64_t target = budget;
+      for (int attempt = 0; attempt < 6; ++attempt) {
+        const ChainSolution s = solve_chain(chain_problem(base, units, target, max_segment));
+        if (!s.feasible) break;
+        TrainOptions with = options;
+        with.checkpoint = segments_of(units, s);
+        TrainingStep step = predict_training_step(model, with);
+        const uint64_t peak = step.peak_bytes;
+        if (peak <= budget) {
+          if (!found || step.recompute_flops < best.recompute_flops) {
+            best.fits = true;
+            best.modules = with.checkpoint;
+            best.depth = depth;
+            best.peak_bytes = step.peak_bytes;
+            best.recompute_flops = step.recompute_flops;
+            best.optimal = attempt == 0;
+            best.resolution = s.resolution;
+            best.step = std::move(step);
+            found = true;
+          }
+          break;
+        }
+        if (!found && step.peak_bytes < best.peak_bytes) {
+          // The closest so far, should nothing fit.
           best.modules = with.checkpoint;
           best.depth = depth;
           best.peak_bytes = step.peak_bytes;
           best.recompute_flops = step.recompute_flops;
-          best.optimal = attempt == 0;
-          best.resolution = s.resolution;
           best.step = std::move(step);
-          found = true;
         }
-        break;
+        const uint64_t excess = peak - budget;
+        if (excess >= target) break;
+        target -= excess;
       }
-      const uint64_t excess = step.peak_bytes - budget;
-      if (excess >= target) break;
-      target -= excess;
     }
   }
   if (!found) {

@@ -140,8 +140,10 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   if (may(Lever::kCheckpoint) && !current.fits()) {
     auto [plan, checkpointed] = checkpoint_on_device(model, current, request.budget);
     if (!plan.modules.empty() && (checkpointed.fits() || checkpointed.need() < current.need())) {
-      r.changes.push_back({fmt::format("checkpoint {} module(s)", plan.modules.size()), current.need(),
-                           checkpointed.need(),
+      const bool runs = std::any_of(plan.modules.begin(), plan.modules.end(),
+                                    [](const std::string& m) { return m.find("..") != std::string::npos; });
+      r.changes.push_back({fmt::format("checkpoint {} {}(s)", plan.modules.size(), runs ? "segment" : "module"),
+                           current.need(), checkpointed.need(),
                            fmt::format("recomputes {:.1f}% of a forward pass", 100 * plan.recompute_fraction)});
       r.checkpoint = std::move(plan);
       current = std::move(checkpointed);

@@ -291,8 +291,25 @@ class Simulator {
     }
   }
 
-  // Each module to checkpoint is one segment: its ops from the first to the
-  // last (casts autocast put in between included).
+  // Each entry to checkpoint is one segment: a module's ops from the first
+  // to the last, or for "FIRST..LAST" a run of sibling modules from FIRST's
+  // first op to LAST's last, as checkpoint_sequential wraps a run of
+  // children in one torch.utils.checkpoint (casts autocast put in between
+  // included either way).
+  std::pair<int, int> module_ops(const std::string& entry, const std::string& module) const {
+    int first = -1, last = -1;
+    for (size_t k = 0; k < forward_ops_; ++k) {
+      const std::string path = module_path(g_.ops[k].name);
+      if (path.rfind(module, 0) != 0 || (path.size() > module.size() && path[module.size()] != '.')) continue;
+      if (first < 0) first = static_cast<int>(k);
+      last = static_cast<int>(k);
+    }
+    if (first < 0) {
+      throw InputError(fmt::format("{}: --checkpoint {}: no node belongs to module '{}'", out_.model, entry, module));
+    }
+    return {first, last};
+  }
+
   void mark_segments() {
     segment_of_.assign(g_.ops.size(), -1);
     recompute_time_.assign(g_.ops.size(), kNever);
@@ -303,22 +320,20 @@ class Simulator {
       }
     }
     for (size_t segment = 0; segment < o_.checkpoint.size(); ++segment) {
-      const std::string& module = o_.checkpoint[segment];
-      int first = -1, last = -1;
-      for (size_t k = 0; k < forward_ops_; ++k) {
-        if (module_path(g_.ops[k].name).rfind(module, 0) != 0) continue;
-        const std::string path = module_path(g_.ops[k].name);
-        if (path.size() > module.size() && path[module.size()] != '.') continue;
-        if (first < 0) first = static_cast<int>(k);
-        last = static_cast<int>(k);
-      }
-      if (first < 0) {
-        throw InputError(fmt::format("{}: --checkpoint {}: no node belongs to that module", out_.model, module));
+      const std::string& entry = o_.checkpoint[segment];
+      const size_t dots = entry.find("..");
+      const auto [first, last] = dots == std::string::npos
+                                     ? module_ops(entry, entry)
+                                     : std::pair{module_ops(entry, entry.substr(0, dots)).first,
+                                                 module_ops(entry, entry.substr(dots + 2)).second};
+      if (last < first) {
+        throw InputError(fmt::format("{}: --checkpoint {}: '{}' runs after '{}'; name the run first..last", out_.model,
+                                     entry, entry.substr(0, dots), entry.substr(dots + 2)));
       }
       for (int k = first; k <= last; ++k) {
         if (segment_of_[static_cast<size_t>(k)] >= 0) {
           throw InputError(
-              fmt::format("{}: --checkpoint {}: it overlaps another module in the list", out_.model, module));
+              fmt::format("{}: --checkpoint {}: it overlaps another module in the list", out_.model, entry));
         }
         segment_of_[static_cast<size_t>(k)] = static_cast<int>(segment);
       }

@@ -34,7 +34,8 @@ TEST(CliFit, ExitsZeroWhenItFitsAndThreeWhenNothingDoes) {
   EXPECT_TRUE(doc["fits"].get<bool>());
   EXPECT_EQ(doc["budget_bytes"], 282u << 20);
   EXPECT_LE(doc["predicted_peak_bytes"].get<uint64_t>(), 282u << 20);
-  EXPECT_EQ(doc["checkpoint"], nlohmann::json::array({"layer1.0"}));
+  // The recorded plan (resnet18_sgd_fit282): the stem after conv1 under one checkpoint.
+  EXPECT_EQ(doc["checkpoint"], nlohmann::json::array({"bn1..maxpool"}));
 
   const CliRun tight = run("fit " + kResnet + " --budget 100MiB");
   EXPECT_EQ(tight.code, 3);
@@ -77,7 +78,7 @@ TEST(CliFit, MaxBatchAndGpusAndEmittedFiles) {
   const CliRun checkpoint = run("fit " + kResnet + " --budget 282MiB --emit checkpoint -o " + dir);
   ASSERT_EQ(checkpoint.code, 0) << checkpoint.err;
   std::ifstream plan(dir + "/checkpoint.json");
-  EXPECT_EQ(nlohmann::json::parse(plan)["checkpoint"], nlohmann::json::array({"layer1.0"}));
+  EXPECT_EQ(nlohmann::json::parse(plan)["checkpoint"], nlohmann::json::array({"bn1..maxpool"}));
   std::filesystem::remove_all(dir);
 }
 
