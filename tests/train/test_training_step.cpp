@@ -259,6 +259,33 @@ TEST(TrainRules, UnknownShapesAndBadRegexesAreOneLineErrors) {
   EXPECT_THROW(predict_training_step(erf_mlp(), o), InputError);
 }
 
+// A run FIRST..LAST is one segment; a run backwards, a module that is not
+// there, or runs that overlap are one-line errors naming the entry.
+TEST(TrainRules, CheckpointRunsAreCheckedAndOneSegment) {
+  const std::string resnet = test::train_data("resnet18_sgd.onnx");
+  TrainOptions o;
+  o.device = Device::kCpu;
+  o.optimizer = Optimizer::kSgdMomentum;
+  auto error = [&](std::vector<std::string> checkpoint) {
+    o.checkpoint = std::move(checkpoint);
+    try {
+      predict_training_step(resnet, o);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error({"layer2..layer1"}).find("'layer2' runs after 'layer1'"), std::string::npos);
+  EXPECT_NE(error({"conv1..layer9"}).find("no node belongs to module 'layer9'"), std::string::npos);
+  EXPECT_NE(error({"conv1..layer1", "layer1.0"}).find("overlaps"), std::string::npos);
+  // One run keeps less than its modules checkpointed one by one: the
+  // tensors between them are not kept.
+  o.checkpoint = {"conv1..maxpool"};
+  const uint64_t run = predict_training_step(resnet, o).peak_bytes;
+  o.checkpoint = {"conv1", "bn1", "relu", "maxpool"};
+  EXPECT_LT(run, predict_training_step(resnet, o).peak_bytes);
+}
+
 // The step as a trace: its allocations, replayed, reach the predicted peak.
 TEST(TrainTrace, TheTraceHoldsThePredictedPeak) {
   const auto recorded = test::recorded_steps().front();
