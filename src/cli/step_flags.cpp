@@ -6,6 +6,7 @@
 
 #include "cli/size_flag.h"
 #include "gpumem/common/device_overhead.h"
+#include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/trace/formats.h"
 #include "gpumem/train/device_memory.h"
@@ -58,6 +59,8 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
   cmd.add_option("--foreach", flags.foreach,
                  "on | off: the optimizer's multi-tensor implementation (default: on for cuda)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd.add_option("--torch", flags.torch,
+                 "The PyTorch release to follow where releases differ, e.g. 1.13 (default: current releases)");
   cmd.add_option("--allocator", flags.allocator,
                  "pytorch | pytorch-expandable | gpumem | gpumem-expandable: the caching allocator whose reserved "
                  "bytes count (default pytorch; none with --device cpu)")
@@ -73,6 +76,11 @@ void apply_step_flags(const StepFlags& flags, train::TrainOptions& options) {
   options.device = flags.device == "cpu" ? train::Device::kCpu : train::Device::kCuda;
   options.grads_set_to_none = flags.grads == "set-to-none";
   if (!flags.foreach.empty()) options.foreach = flags.foreach == "on";
+  if (!flags.torch.empty()) {
+    const auto version = train::parse_torch_version(flags.torch);
+    if (!version) throw InputError("--torch " + flags.torch + ": give a PyTorch release, 1.13 or later (e.g. 2.4)");
+    options.torch = *version;
+  }
   options.allocator = flags.allocator;
   if (!flags.overhead.empty()) options.overhead_bytes = parse_memory_flag("--overhead", flags.overhead, true);
   train::step_allocator(options);  // --allocator with --device cpu is refused here, before any work

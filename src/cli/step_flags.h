@@ -18,6 +18,7 @@ struct StepFlags {
   std::string foreach;    // empty: the device's default
   std::string allocator;  // empty: pytorch on cuda, none on cpu
   std::string overhead;   // empty: the per-device default
+  std::string torch;      // empty: today's release
 };
 
 // `precision_auto`: --precision also takes "auto" (fit).

@@ -114,6 +114,7 @@ nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceM
                      {"step", o.first_step ? "first" : "steady"},
                      {"device", to_string(o.device)},
                      {"foreach", o.foreach ? json(*o.foreach) : json(nullptr)},
+                     {"torch", o.torch ? json(o.torch->str()) : json(nullptr)},
                      {"allocator", d.allocator.empty() ? json(nullptr) : json(d.allocator)},
                      {"overhead_bytes", d.overhead}};
   doc["batch"] = s.batch_axis.value > 0 ? nlohmann::ordered_json(s.batch_axis.value) : nlohmann::ordered_json(nullptr);

@@ -59,12 +59,17 @@ uint64_t lingering_temporary_bytes(Optimizer optimizer, const Value& param) {
   return optimizer == Optimizer::kAdam || optimizer == Optimizer::kAdamW ? param.bytes : 0;
 }
 
-uint64_t foreach_temporary_bytes(Optimizer optimizer, const std::vector<const Value*>& params) {
+uint64_t foreach_temporary_bytes(Optimizer optimizer, const std::vector<const Value*>& params, TorchVersion torch) {
   uint64_t total = 0;
   for (const Value* p : params) total += p->bytes;
   switch (optimizer) {
     case Optimizer::kAdam:
-    case Optimizer::kAdamW: return total;  // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)
+    case Optimizer::kAdamW:
+      // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs); then 1.13 and
+      // 2.0 write denom = torch._foreach_add(exp_avg_sq_sqrt, eps), a new
+      // list while the first lives (recorded: resnet18, AdamW, 1.13 on
+      // CPU), where later releases add eps in place (_foreach_add_).
+      return torch.before(2, 1) ? 2 * total : total;
     case Optimizer::kAdafactor: return 2 * total;
     default: return 0;
   }

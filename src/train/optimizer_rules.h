@@ -29,7 +29,8 @@ uint64_t for_loop_temporary_bytes(Optimizer optimizer, const Value& param);
 uint64_t lingering_temporary_bytes(Optimizer optimizer, const Value& param);
 
 // Bytes the multi-tensor (foreach) implementation allocates at once, given
-// every trainable parameter: Adam's _foreach_sqrt of all exp_avg_sq.
-uint64_t foreach_temporary_bytes(Optimizer optimizer, const std::vector<const Value*>& params);
+// every trainable parameter: Adam's _foreach_sqrt of all exp_avg_sq, and
+// before PyTorch 2.1 the denominator as a second list beside it.
+uint64_t foreach_temporary_bytes(Optimizer optimizer, const std::vector<const Value*>& params, TorchVersion torch);
 
 }  // namespace gpumem::train

@@ -1,6 +1,8 @@
 #include "gpumem/train/training_step.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -45,6 +47,18 @@ const char* to_string(Loss l) {
   return "?";
 }
 const char* to_string(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
+
+std::optional<TorchVersion> parse_torch_version(const std::string& text) {
+  TorchVersion v;
+  int patch = 0;
+  char extra = 0;
+  const int read = std::sscanf(text.c_str(), "%d.%d.%d%c", &v.major, &v.minor, &patch, &extra);
+  // What follows the numbers ("1.13.0a0", "2.4.1+cu121") is the build, not the release.
+  if (read < 1 || text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  if (read == 1) v.minor = 0;
+  if (v.major < 1 || v.major > 99 || v.minor < 0 || v.minor > 99 || v.before(1, 13)) return std::nullopt;
+  return v;
+}
 const char* to_string(Phase p) {
   switch (p) {
     case Phase::kResident: return "resident";
@@ -631,7 +645,8 @@ class Simulator {
       if (o_.first_step) {
         for (const Value* v : trainable) create_states(*v, t);
       }
-      if (const uint64_t temp = foreach_temporary_bytes(o_.optimizer, trainable); temp > 0) {
+      if (const uint64_t temp = foreach_temporary_bytes(o_.optimizer, trainable, o_.torch.value_or(TorchVersion{}));
+          temp > 0) {
         allocate("foreach temporaries", "optimizer step", Category::kTransient, temp, t);
       }
       return;

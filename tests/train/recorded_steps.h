@@ -30,6 +30,7 @@ inline std::vector<RecordedStep> recorded_steps() {
     train::TrainOptions o;
     o.optimizer = optimizer;
     o.device = train::Device::kCpu;
+    o.torch = train::TorchVersion{1, 13};  // every recording's release
     return o;
   };
   RecordedStep frozen{"resnet18_frozen", cpu(train::Optimizer::kSgdMomentum)};

@@ -302,3 +302,40 @@ TEST(TrainTrace, TheTraceHoldsThePredictedPeak) {
 
 }  // namespace
 }  // namespace gpumem::train
+
+namespace gpumem::train {
+namespace {
+
+TEST(TorchVersions, ReleasesParseAndOlderOnesAreRefused) {
+  EXPECT_EQ(parse_torch_version("1.13.0a0")->str(), "1.13");
+  EXPECT_EQ(parse_torch_version("2.4.1+cu121")->str(), "2.4");
+  EXPECT_EQ(parse_torch_version("2")->str(), "2.0");
+  EXPECT_FALSE(parse_torch_version("1.12").has_value());
+  EXPECT_FALSE(parse_torch_version("latest").has_value());
+  EXPECT_FALSE(parse_torch_version("").has_value());
+  EXPECT_FALSE(parse_torch_version("-2.1").has_value());
+}
+
+// torch 1.13 and 2.0's foreach Adam keep the denominator beside the square
+// roots (recorded: resnet18 AdamW at batch 4, m_resnet18_adamw_foreach);
+// 2.1 adds eps in place. The difference is one more list of every
+// trainable parameter's size.
+TEST(TorchVersions, ForeachAdamKeepsTwoListsBefore21) {
+  TrainOptions o;
+  o.device = Device::kCpu;
+  o.optimizer = Optimizer::kAdamW;
+  o.foreach = true;
+  o.model.load.batch = 4;
+  const std::string resnet = test::train_data("resnet18_sgd.onnx");
+  o.torch = TorchVersion{1, 13};
+  const TrainingStep old_step = predict_training_step(resnet, o);
+  o.torch.reset();
+  const TrainingStep current = predict_training_step(resnet, o);
+  EXPECT_EQ(old_step.peak_phase, Phase::kOptimizer);
+  const auto recorded = test::recorded_facts("m_resnet18_adamw_foreach")["recorded_peak_bytes"].get<double>();
+  EXPECT_NEAR(static_cast<double>(old_step.peak_bytes), recorded, 1e-3 * recorded);
+  EXPECT_GT(old_step.peak_bytes, current.peak_bytes);
+}
+
+}  // namespace
+}  // namespace gpumem::train

@@ -21,6 +21,16 @@ enum class Loss : std::uint8_t { kCrossEntropy, kMse, kNone };
 enum class Device : std::uint8_t { kCuda, kCpu };
 enum class Phase : std::uint8_t { kResident, kForward, kLoss, kBackward, kOptimizer };
 
+// A PyTorch release, for the rules where releases differ (each says how).
+struct TorchVersion {
+  int major = 2, minor = 1;  // the oldest release current rules hold for
+  bool before(int maj, int min) const { return major < maj || (major == maj && minor < min); }
+  std::string str() const { return std::to_string(major) + "." + std::to_string(minor); }
+};
+// "1.13", "2", "2.4.1" -> {major, minor}; nullopt when it is not a version
+// or is older than 1.13 (the oldest whose rules gpumem has).
+std::optional<TorchVersion> parse_torch_version(const std::string& text);
+
 const char* to_string(Optimizer o);
 const char* to_string(Precision p);
 const char* to_string(Loss l);
@@ -40,6 +50,9 @@ struct TrainOptions {
   // span every parameter at once. Default: on for CUDA (PyTorch 2's
   // default), off for CPU (PyTorch's for-loop implementation there).
   std::optional<bool> foreach;
+  // --torch: the release to follow where releases differ (1.13 and 2.0
+  // keep foreach Adam's denominator as a second list); none: current ones.
+  std::optional<TorchVersion> torch;
   // Modules to run under torch.utils.checkpoint ("layer2.1",
   // "encoder.layers.0"): each keeps only its inputs in the forward pass and
   // is recomputed in the backward pass. Module paths come from the node
@@ -101,7 +114,7 @@ struct TimelinePoint {
 struct TrainingStep {
   std::string model;  // the model's path, as given
   TrainOptions options;
-  BatchAxis batch_axis;  // which input axis is the batch, its size and why
+  BatchAxis batch_axis;                 // which input axis is the batch, its size and why
   std::vector<Allocation> allocations;  // in allocation order (resident first)
   std::vector<TimelinePoint> timeline;  // one per step time
   int end_time = 0;                     // the step's last time + 1
