@@ -65,15 +65,30 @@ OpRule rule_for(const Op& op, const StepGraph& g, Device device, bool input_dies
     r.source = "derivatives.yaml: convolution -> convolution_backward(grad, input, weight)";
     r.saved_inputs = {0, 1};
     r.grads = allocated_grads(g, op);
-    if (device == Device::kCpu) {
+    const Value* w = value(g, op, 1);
+    const bool half = x && (x->dtype == DType::BFloat16 || x->dtype == DType::Float16);
+    if (device == Device::kCpu && half && w && out && !w->dims.empty() && w->dims[0] > 0) {
+      // Half-precision convolutions on CPU go through slow_conv2d
+      // (thnn_conv2d) when oneDNN's bf16 kernels are not usable (they need
+      // AVX-512): it unfolds the whole batch's input into one columns
+      // buffer, N x (C_in/groups x kh x kw) x (H_out x W_out), beside the
+      // output in forward, and again after the input's and the weight's
+      // gradients in backward (recorded with torch 1.13 on a CPU without
+      // AVX-512: resnet18, resnet50, vgg11_bn under bf16 autocast).
+      const auto c_out = static_cast<uint64_t>(w->dims[0]);
+      const uint64_t columns =
+          out_elements / c_out * (elements_of(*w) / c_out) * (x->bytes / std::max<uint64_t>(x_elements, 1));
+      r.extras = {{"slow_conv2d columns", columns, false}};
+      r.backward_scratch = columns;
+    } else if (device == Device::kCpu) {
       // oneDNN (mkldnn_convolution) reorders into its own buffers: forward,
       // the input and the weight, then an output it copies out; backward,
       // the output's gradient and the input for the weight's gradient, and
       // a weight gradient it copies out (recorded with torch 1.13).
-      const uint64_t in = x ? x->bytes : 0, w = value(g, op, 1) ? value(g, op, 1)->bytes : 0;
+      const uint64_t in = x ? x->bytes : 0, wb = w ? w->bytes : 0;
       const uint64_t o = out ? out->bytes : 0;
-      r.extras = {{"oneDNN buffers", std::max(in + w, o), false}};
-      r.backward_scratch = std::max(o + in, w);
+      r.extras = {{"oneDNN buffers", std::max(in + wb, o), false}};
+      r.backward_scratch = std::max(o + in, wb);
     }
     return r;
   }

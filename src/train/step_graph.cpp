@@ -109,7 +109,10 @@ class Builder {
         for (const auto& d : *t.dims) v.dims.push_back(d.value);
       }
       const bool weight = t.weight;
-      const auto bytes = priced_bytes(t, weight ? m_.pricing.weights_as : m_.pricing.activations_as);
+      // The batch is in the weights' type: fp32 under autocast (it casts
+      // the copies its ops take), the model's type once it is cast whole.
+      const auto as = weight || t.role == TensorRole::GraphInput ? m_.pricing.weights_as : m_.pricing.activations_as;
+      const auto bytes = priced_bytes(t, as);
       if (!bytes && !weight) {
         throw InputError(
             fmt::format("{}: the size of '{}' {} is unknown; bind its dimensions with --dim NAME=VALUE "
@@ -117,7 +120,7 @@ class Builder {
                         file_, printable(t.name), t.shape_string()));
       }
       v.bytes = bytes.value_or(0);
-      v.dtype = priced_dtype(t, weight ? m_.pricing.weights_as : m_.pricing.activations_as);
+      v.dtype = priced_dtype(t, as);
       if (t.role == TensorRole::Initializer) {
         if (buffers.count(static_cast<int>(id))) {
           v.buffer = true;
