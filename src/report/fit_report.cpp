@@ -18,14 +18,22 @@ bool fits_per_gpu(const train::FitResult& f, const train::ShardingPlan& p) {
 std::string render_fit_text(const train::FitResult& f) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
-  line(fmt::format("Fit         {} at batch {}: {}", f.fits ? "FITS" : "DOES NOT FIT", f.batch,
+  const std::string where =
+      f.sharding ? fmt::format(" on each GPU with {} {}", f.sharding->engine, f.sharding->setting) : "";
+  line(fmt::format("Fit         {} at batch {}{}: {}", f.fits ? "FITS" : "DOES NOT FIT", f.batch, where,
                    f.fits ? fmt::format("{} of {}", format_bytes(f.predicted_peak), format_bytes(f.budget))
                           : fmt::format("needs {}, {} over {}", format_bytes(f.predicted_peak),
                                         format_bytes(f.predicted_peak - f.budget), format_bytes(f.budget))));
   line(fmt::format("            {}, {}, device {}", to_string(f.options.optimizer), to_string(f.options.precision),
                    to_string(f.options.device)));
   if (f.step.batch_axis.value > 0) line("            batch: " + f.step.batch_axis.describe());
-  if (f.device.allocator.empty()) {
+  if (f.sharding) {
+    line(
+        fmt::format("            = {} per GPU (model states as the engine shards them, communication buffers, "
+                    "activations{}) + {} overhead; the engines' figures, not replayed",
+                    format_bytes(f.sharding->gpu_bytes_per_gpu), f.per_gpu_checkpointed ? " with checkpointing" : "",
+                    format_bytes(f.device.overhead)));
+  } else if (f.device.allocator.empty()) {
     line("            on the CPU: the tensors' peak, nothing cached, no overhead");
   } else {
     line(fmt::format("            = {} reserved by the {} allocator + {} overhead (--overhead); tensors' peak {}",
@@ -65,8 +73,8 @@ std::string render_fit_text(const train::FitResult& f) {
   }
   if (!f.per_gpu.empty()) {
     line();
-    line(fmt::format("Per GPU     model states and activations, before checkpointing, + {} overhead",
-                     format_bytes(f.device.overhead)));
+    line(fmt::format("Per GPU     model states and activations, {} checkpointing, + {} overhead",
+                     f.per_gpu_checkpointed ? "with" : "before", format_bytes(f.device.overhead)));
     line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", "engine", "setting", "per GPU", "CPU (node)", "fits"));
     for (const auto& p : f.per_gpu) {
       line(fmt::format("  {:<10} {:<40} {:>12} {:>12}  {}", p.engine, p.setting, format_bytes(p.gpu_bytes_per_gpu),
@@ -128,6 +136,11 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
                        {"fits", fits_per_gpu(f, p)}});
   }
   doc["per_gpu"] = per_gpu;
+  doc["per_gpu_checkpointed"] = f.per_gpu_checkpointed;
+  doc["sharding"] = f.sharding ? json{{"engine", f.sharding->engine},
+                                      {"setting", f.sharding->setting},
+                                      {"gpu_bytes", f.sharding->gpu_bytes_per_gpu}}
+                               : json(nullptr);
   return doc;
 }
 

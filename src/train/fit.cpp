@@ -95,6 +95,54 @@ std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, i
       format_bytes(states), format_bytes(room), batch, format_bytes(over), forbidden);
 }
 
+// How much a strategy costs beyond data parallelism, as a rank (lower is
+// cheaper) and in words. Communication per GPU per step, for P bytes of
+// working weights: all-reduce of the gradients 2P (DDP; ZeRO-1/2 and
+// SHARD_GRAD_OP move the same, reduce-scatter plus all-gather), 3P when
+// the parameters are gathered in forward and again in backward (ZeRO-3,
+// FULL_SHARD): Rajbhandari et al., "ZeRO", SC 2020, section 7.
+std::pair<int, std::string> sharding_cost(const ShardingPlan& p, uint64_t weight_bytes, int gpus) {
+  const bool offload = p.zero.offload_optimizer || p.zero.offload_param;
+  const bool gathers =
+      (p.engine == "deepspeed" && p.zero.stage == 3) || (p.engine == "fsdp" && p.fsdp == FsdpSharding::kFullShard);
+  std::string words;
+  int rank = 0;
+  if (p.engine == "pipeline") {
+    rank = 3;
+    words =
+        fmt::format("{} stages: activations sent between stages, a pipeline bubble of {} micro-batch slot(s) per step",
+                    gpus, gpus - 1);
+  } else {
+    rank = gathers ? 2 : p.engine == "ddp" ? 0 : 1;
+    words =
+        fmt::format("{} per GPU per step ({}P{})", format_bytes((gathers ? 3 : 2) * weight_bytes), gathers ? 3 : 2,
+                    gathers ? ": parameters gathered in forward and in backward, 1.5x DDP's" : ", as DDP's all-reduce");
+  }
+  if (offload) {
+    rank = 4;
+    words += "; the optimizer step on the CPU, gradients and parameters over PCIe every step";
+  }
+  return {rank, words};
+}
+
+// --gpus N when a replica per GPU does not fit: the cheapest strategy of
+// rank at most max_rank that fits (lowest rank, then fewest bytes per GPU).
+std::optional<ShardingPlan> cheapest_sharding(const std::vector<ShardingPlan>& plans, const FitRequest& request,
+                                              uint64_t overhead, uint64_t weight_bytes, int max_rank) {
+  std::optional<ShardingPlan> best;
+  int best_rank = 0;
+  for (const auto& p : plans) {
+    if (p.gpu_bytes_per_gpu + overhead > request.budget) continue;
+    const int rank = sharding_cost(p, weight_bytes, request.gpus).first;
+    if (rank > max_rank) continue;
+    if (!best || rank < best_rank || (rank == best_rank && p.gpu_bytes_per_gpu < best->gpu_bytes_per_gpu)) {
+      best = p;
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
 // The changes for one batch: precision and optimizer first (when allowed),
 // then checkpointing, each judged by what the device holds.
 FitResult fit_at(const std::string& path, const FitRequest& request, std::optional<int64_t> batch) {
@@ -137,7 +185,33 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
     apply("--optimizer adam8bit", "bitsandbytes' 8-bit Adam: states quantised blockwise",
           [](TrainOptions& o) { o.optimizer = Optimizer::kAdam8bit; });
   }
-  if (may(Lever::kCheckpoint) && !current.fits()) {
+  // --gpus N: the strategies, judged on a step's model states and
+  // activations. Those that move no more than DDP (ZeRO-1/2,
+  // SHARD_GRAD_OP) come before checkpointing; the others after it, on the
+  // step without checkpointing first, then with it.
+  const Cluster cluster{request.gpus, 1};
+  std::optional<ShardingPlan> chosen;
+  uint64_t weight_bytes = 0;
+  auto shard = [&](const TrainingStep& step, int max_rank, bool checkpointed) {
+    if (request.gpus < 2 || chosen) return;
+    const ModelStates states = model_states_of(step);
+    weight_bytes = states.parameters * states.weight_bytes_per_parameter;
+    auto plans = sharding_plans(states, cluster);
+    if (checkpointed) {
+      // Pipeline stages count what each layer keeps for backward, which a
+      // checkpointed layer recomputes instead: not modelled together.
+      std::erase_if(plans, [](const ShardingPlan& p) { return p.engine == "pipeline"; });
+    }
+    chosen = cheapest_sharding(plans, request, current.device.overhead, weight_bytes, max_rank);
+    if (r.per_gpu.empty() || chosen) {
+      r.per_gpu = std::move(plans);
+      r.per_gpu_checkpointed = checkpointed;
+    }
+  };
+  if (!current.fits()) shard(current.step, 1, false);
+  const Candidate before_checkpoint = current;
+  const size_t changes_before_checkpoint = r.changes.size();
+  if (!chosen && may(Lever::kCheckpoint) && !current.fits()) {
     auto [plan, checkpointed] = checkpoint_on_device(model, current, request.budget);
     if (!plan.modules.empty() && (checkpointed.fits() || checkpointed.need() < current.need())) {
       const bool runs = std::any_of(plan.modules.begin(), plan.modules.end(),
@@ -149,16 +223,35 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
       current = std::move(checkpointed);
     }
   }
+  if (!chosen && !current.fits()) {
+    shard(before_checkpoint.step, 4, false);
+    if (chosen) {
+      // A strategy alone fits: the checkpointing is not needed.
+      current = before_checkpoint;
+      r.changes.resize(changes_before_checkpoint);
+      r.checkpoint = {};
+    } else if (!current.options.checkpoint.empty()) {
+      shard(current.step, 4, true);
+    }
+  }
+  if (chosen) {
+    const uint64_t per_gpu = chosen->gpu_bytes_per_gpu + current.device.overhead;
+    r.changes.push_back({fmt::format("--gpus {}: {} {}", request.gpus, chosen->engine, chosen->setting), current.need(),
+                         per_gpu, sharding_cost(*chosen, weight_bytes, request.gpus).second});
+    r.sharding = std::move(chosen);
+    r.options = current.options;
+    r.device = current.device;
+    r.predicted_peak = per_gpu;
+    r.fits = true;
+    r.step = std::move(current.step);
+    return r;
+  }
+  if (request.gpus > 1 && r.per_gpu.empty()) shard(current.step, -1, !current.options.checkpoint.empty());
   if (!current.fits()) r.why_not = why_it_does_not_fit(current, request, r.batch);
   r.options = current.options;
   r.device = current.device;
   r.predicted_peak = current.need();
   r.fits = current.fits();
-  if (request.gpus > 1) {
-    TrainOptions sharded = r.options;
-    sharded.checkpoint.clear();
-    r.per_gpu = sharding_plans(model_states_of(predict_training_step(model, sharded)), Cluster{request.gpus, 1});
-  }
   r.step = std::move(current.step);
   return r;
 }

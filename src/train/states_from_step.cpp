@@ -30,6 +30,13 @@ ModelStates model_states_of(const TrainingStep& step) {
   // module tree that still splits the model into contiguous units.
   std::vector<ChainUnit> units;
   for (int depth = 2; depth >= 1 && units.size() < 2; --depth) units = chain_units(step, depth);
+  // Every op belongs to a stage: those between two layers (and a stem
+  // before the first, a head after the last) go with the next layer, or the
+  // last.
+  for (size_t i = 0; i < units.size(); ++i) {
+    units[i].first_op = i == 0 ? 0 : units[i - 1].last_op + 1;
+    if (i + 1 == units.size()) units[i].last_op = static_cast<int>(step.op_names.size()) - 1;
+  }
   for (const auto& u : units) {
     LayerStates layer;
     for (const auto& a : step.allocations) {

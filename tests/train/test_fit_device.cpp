@@ -139,3 +139,53 @@ TEST(FitOnTheDevice, NothingFitsBelowTheOverhead) {
 
 }  // namespace
 }  // namespace gpumem::train
+
+namespace gpumem::train {
+namespace {
+
+// --gpus N: fit never says DOES NOT FIT while a strategy it lists fits;
+// the one it takes fits, is listed, and moves no more than DDP when any
+// such strategy fits (ZeRO-1/2, SHARD_GRAD_OP come before the ones that
+// gather parameters, pipeline stages and offload). Without need, none.
+TEST(FitOnGpus, AStrategyThatFitsIsTakenCheapestFirst) {
+  const std::string bert = std::string(GPUMEM_SOURCE_DIR) + "/examples/models/bert_base.onnx";
+  int sharded = 0, cheap = 0;
+  for (uint64_t mib = 1024; mib <= 3584; mib += 256) {
+    FitRequest request;
+    request.budget = mib << 20;
+    request.gpus = 2;
+    request.keep = {Lever::kPrecision, Lever::kOptimizer};
+    const FitResult fit = fit_training(bert, request);
+    bool any_fits = false, cheap_fits = false;
+    for (const auto& p : fit.per_gpu) {
+      const bool fits = p.gpu_bytes_per_gpu + fit.device.overhead <= request.budget;
+      const bool moves_as_ddp = p.engine == "ddp" ||
+                                (p.engine == "deepspeed" && p.zero.stage < 3 && !p.zero.offload_optimizer) ||
+                                (p.engine == "fsdp" && p.fsdp == FsdpSharding::kShardGradOp);
+      any_fits = any_fits || fits;
+      cheap_fits = cheap_fits || (fits && moves_as_ddp);
+    }
+    EXPECT_TRUE(!any_fits || fit.fits) << mib << " MiB: a listed strategy fits";
+    if (!fit.sharding) continue;
+    ++sharded;
+    EXPECT_TRUE(fit.fits);
+    EXPECT_LE(fit.predicted_peak, request.budget) << mib;
+    EXPECT_EQ(fit.predicted_peak, fit.sharding->gpu_bytes_per_gpu + fit.device.overhead);
+    const bool listed = std::any_of(fit.per_gpu.begin(), fit.per_gpu.end(), [&](const ShardingPlan& p) {
+      return p.engine == fit.sharding->engine && p.setting == fit.sharding->setting;
+    });
+    EXPECT_TRUE(listed) << mib;
+    if (cheap_fits) {
+      ++cheap;
+      EXPECT_TRUE(fit.sharding->engine == "ddp" || fit.sharding->setting == "SHARD_GRAD_OP" ||
+                  fit.sharding->setting == "zero1" || fit.sharding->setting == "zero2")
+          << mib << " MiB: took " << fit.sharding->engine << " " << fit.sharding->setting;
+      EXPECT_TRUE(fit.checkpoint.modules.empty()) << mib << " MiB: checkpointing where sharding sufficed";
+    }
+  }
+  EXPECT_GT(sharded, 3);
+  EXPECT_GT(cheap, 0);
+}
+
+}  // namespace
+}  // namespace gpumem::train

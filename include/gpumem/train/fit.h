@@ -69,11 +69,15 @@ struct FitResult {
   std::optional<int64_t> max_batch_without_checkpointing;
   std::optional<uint64_t> next_batch_peak;
   std::vector<FitAttempt> batches_tried;
-  // --gpus: each strategy's memory per GPU for the step as chosen (before
-  // checkpointing, which multiplies with any of them), without the
-  // overhead; a strategy fits when gpu_bytes_per_gpu + device.overhead <=
-  // budget.
+  // --gpus: each strategy's memory per GPU for the step as chosen, without
+  // the overhead; a strategy fits when gpu_bytes_per_gpu + device.overhead
+  // <= budget. Before checkpointing unless per_gpu_checkpointed.
   std::vector<ShardingPlan> per_gpu;
+  bool per_gpu_checkpointed = false;
+  // --gpus, when a full replica per GPU does not fit: the strategy taken,
+  // the cheapest in communication that fits (predicted_peak is then its
+  // bytes per GPU + the overhead); none when one GPU's step fits or none does.
+  std::optional<ShardingPlan> sharding;
 };
 
 // Parameters, largest module, layers and activations of a predicted step,
