@@ -36,7 +36,8 @@ Action add_fit_command(CLI::App& app) {
                 "Find the largest batch (the batch axis, as --batch binds it) that fits");
   add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
   add_list_option(*cmd, "--keep", args->keep,
-                  "Levers fit must not pull: optimizer (foreach, set_to_none, 8-bit states), precision, checkpoint",
+                  "Levers fit must not pull: optimizer (foreach, set_to_none, 8-bit states), precision, checkpoint, "
+                  "batch (micro-batches with gradient accumulation)",
                   "LEVER");
   cmd->add_option("--gpus", args->gpus,
                   "GPUs to spread the step over: memory per GPU under DeepSpeed ZeRO, FSDP and "
@@ -56,7 +57,8 @@ Action add_fit_command(CLI::App& app) {
     apply_step_flags(args->step_flags, request.options);
     for (const auto& name : args->keep) {
       const auto lever = train::parse_lever(name);
-      if (!lever) throw InputError("--keep " + name + ": unknown lever (known: optimizer, precision, checkpoint)");
+      if (!lever)
+        throw InputError("--keep " + name + ": unknown lever (known: optimizer, precision, checkpoint, batch)");
       request.keep.insert(*lever);
     }
     request.max_batch = args->max_batch;

@@ -20,7 +20,11 @@ std::string render_fit_text(const train::FitResult& f) {
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
   const std::string where =
       f.sharding ? fmt::format(" on each GPU with {} {}", f.sharding->engine, f.sharding->setting) : "";
-  line(fmt::format("Fit         {} at batch {}{}: {}", f.fits ? "FITS" : "DOES NOT FIT", f.batch, where,
+  const std::string accumulated =
+      f.accumulation_steps > 1
+          ? fmt::format(" x {} accumulation steps (batch {})", f.accumulation_steps, f.batch * f.accumulation_steps)
+          : "";
+  line(fmt::format("Fit         {} at batch {}{}{}: {}", f.fits ? "FITS" : "DOES NOT FIT", f.batch, accumulated, where,
                    f.fits ? fmt::format("{} of {}", format_bytes(f.predicted_peak), format_bytes(f.budget))
                           : fmt::format("needs {}, {} over {}", format_bytes(f.predicted_peak),
                                         format_bytes(f.predicted_peak - f.budget), format_bytes(f.budget))));
@@ -90,6 +94,7 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
   doc["schema_version"] = kFitSchemaVersion;
   doc["fits"] = f.fits;
   doc["batch"] = f.batch;
+  doc["accumulation_steps"] = f.accumulation_steps;
   doc["batch_axis"] = batch_axis_json(f.step.batch_axis);
   doc["budget_bytes"] = f.budget;
   doc["predicted_peak_bytes"] = f.predicted_peak;
@@ -173,7 +178,8 @@ std::pair<std::string, std::string> emitted_file(const train::FitResult& f, cons
   if (!chosen) return {kind, ""};
   if (kind == "deepspeed") {
     return {"ds_config.json",
-            train::deepspeed_config_json(chosen->zero, f.options.precision, static_cast<uint64_t>(f.batch), {})};
+            train::deepspeed_config_json(chosen->zero, f.options.precision, static_cast<uint64_t>(f.batch), {},
+                                         static_cast<uint64_t>(f.accumulation_steps))};
   }
   train::FsdpWrap wrap;
   return {"fsdp_wrap.py", train::fsdp_snippet(chosen->fsdp, f.options.precision, wrap)};

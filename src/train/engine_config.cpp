@@ -7,7 +7,7 @@
 namespace gpumem::train {
 
 std::string deepspeed_config_json(const ZeroSetting& zero, Precision precision, uint64_t micro_batch_per_gpu,
-                                  const DeepSpeedBuffers& buffers) {
+                                  const DeepSpeedBuffers& buffers, uint64_t accumulation_steps) {
   using nlohmann::json;
   json zo = {{"stage", zero.stage},
              {"contiguous_gradients", true},
@@ -25,7 +25,7 @@ std::string deepspeed_config_json(const ZeroSetting& zero, Precision precision, 
   if (zero.stage == 3 && zero.offload_param) zo["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
 
   json config = {{"train_micro_batch_size_per_gpu", micro_batch_per_gpu},
-                 {"gradient_accumulation_steps", 1},
+                 {"gradient_accumulation_steps", accumulation_steps},
                  {"zero_optimization", zo}};
   if (precision == Precision::kAmpBf16 || precision == Precision::kBf16) {
     config["bf16"] = {{"enabled", true}};

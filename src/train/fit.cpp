@@ -143,6 +143,63 @@ std::optional<ShardingPlan> cheapest_sharding(const std::vector<ShardingPlan>& p
   return best;
 }
 
+FitChange checkpoint_change(const CheckpointPlan& plan, uint64_t before, uint64_t after) {
+  const bool runs = std::any_of(plan.modules.begin(), plan.modules.end(),
+                                [](const std::string& m) { return m.find("..") != std::string::npos; });
+  return {fmt::format("checkpoint {} {}(s)", plan.modules.size(), runs ? "segment" : "module"), before, after,
+          fmt::format("recomputes {:.1f}% of a forward pass", 100 * plan.recompute_fraction)};
+}
+
+// When nothing else fits: the batch as several micro-batches with gradient
+// accumulation, the largest micro-batch dividing it that fits (with its own
+// checkpointing when needed). The gradients then live across the
+// micro-steps, as when zero_grad runs only between optimizer steps.
+// Replaces the changes made after `unchanged` (the step before
+// checkpointing, its changes up to `kept_changes`) when it succeeds.
+void micro_batches(const std::string& path, const FitRequest& request, const Candidate& unchanged, FitResult& r,
+                   Candidate& current, size_t kept_changes) {
+  const int64_t batch = r.batch;
+  const bool batch_norm = std::find(unchanged.step.op_kinds.begin(), unchanged.step.op_kinds.end(), "batch_norm") !=
+                          unchanged.step.op_kinds.end();
+  for (int64_t steps = 2; steps <= batch; ++steps) {
+    if (batch % steps != 0) continue;
+    const int64_t micro = batch / steps;
+    TrainOptions o = unchanged.options;
+    o.checkpoint.clear();
+    o.grads_set_to_none = false;
+    o.model.load.batch = micro;
+    std::optional<Candidate> c, plain;
+    CheckpointPlan plan;
+    try {
+      const Model model = load_onnx_model(path, o.model.load);
+      plain = c = evaluate(model, o, request.budget);
+      if (!c->fits() && request.keep.count(Lever::kCheckpoint) == 0) {
+        auto [p, checkpointed] = checkpoint_on_device(model, *c, request.budget);
+        if (checkpointed.fits()) {
+          plan = std::move(p);
+          c = std::move(checkpointed);
+        }
+      }
+    } catch (const InputError&) {
+      return;  // a static export: its batch cannot change
+    }
+    if (!c->fits()) continue;
+    r.changes.resize(kept_changes);
+    r.changes.push_back(
+        {fmt::format("--batch {} x {} steps", micro, steps), unchanged.need(), plain->need(),
+         fmt::format("gradient accumulation: {} micro-batches of {} per optimizer step, the same batch of {}; smaller "
+                     "kernels{}",
+                     steps, micro, batch,
+                     batch_norm ? fmt::format(", BatchNorm statistics over {} samples", micro) : "")});
+    if (!plan.modules.empty()) r.changes.push_back(checkpoint_change(plan, plain->need(), c->need()));
+    r.checkpoint = std::move(plan);
+    r.batch = micro;
+    r.accumulation_steps = steps;
+    current = std::move(*c);
+    return;
+  }
+}
+
 // The changes for one batch: precision and optimizer first (when allowed),
 // then checkpointing, each judged by what the device holds.
 FitResult fit_at(const std::string& path, const FitRequest& request, std::optional<int64_t> batch) {
@@ -214,11 +271,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   if (!chosen && may(Lever::kCheckpoint) && !current.fits()) {
     auto [plan, checkpointed] = checkpoint_on_device(model, current, request.budget);
     if (!plan.modules.empty() && (checkpointed.fits() || checkpointed.need() < current.need())) {
-      const bool runs = std::any_of(plan.modules.begin(), plan.modules.end(),
-                                    [](const std::string& m) { return m.find("..") != std::string::npos; });
-      r.changes.push_back({fmt::format("checkpoint {} {}(s)", plan.modules.size(), runs ? "segment" : "module"),
-                           current.need(), checkpointed.need(),
-                           fmt::format("recomputes {:.1f}% of a forward pass", 100 * plan.recompute_fraction)});
+      r.changes.push_back(checkpoint_change(plan, current.need(), checkpointed.need()));
       r.checkpoint = std::move(plan);
       current = std::move(checkpointed);
     }
@@ -246,6 +299,9 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
     r.step = std::move(current.step);
     return r;
   }
+  if (!current.fits() && !request.max_batch && may(Lever::kBatch) && r.batch > 1) {
+    micro_batches(path, request, before_checkpoint, r, current, changes_before_checkpoint);
+  }
   if (request.gpus > 1 && r.per_gpu.empty()) shard(current.step, -1, !current.options.checkpoint.empty());
   if (!current.fits()) r.why_not = why_it_does_not_fit(current, request, r.batch);
   r.options = current.options;
@@ -263,12 +319,13 @@ const char* to_string(Lever lever) {
     case Lever::kOptimizer: return "optimizer";
     case Lever::kPrecision: return "precision";
     case Lever::kCheckpoint: return "checkpoint";
+    case Lever::kBatch: return "batch";
   }
   return "?";
 }
 
 std::optional<Lever> parse_lever(const std::string& name) {
-  for (Lever l : {Lever::kOptimizer, Lever::kPrecision, Lever::kCheckpoint})
+  for (Lever l : {Lever::kOptimizer, Lever::kPrecision, Lever::kCheckpoint, Lever::kBatch})
     if (name == to_string(l)) return l;
   return std::nullopt;
 }

@@ -315,7 +315,8 @@ TEST(FitTraining, ReachesEveryBudgetARecordedCheckpointingRunReached) {
     FitRequest request;
     request.options.optimizer = optimizer;
     request.options.device = Device::kCpu;
-    request.keep = {Lever::kPrecision, Lever::kOptimizer};  // as recorded: fp32, the same optimizer
+    request.keep = {Lever::kPrecision, Lever::kOptimizer,
+                    Lever::kBatch};  // as recorded: fp32, the same optimizer and batch
     request.budget = facts["recorded_peak_bytes"].get<uint64_t>();
     const FitResult fit = fit_training(test::train_data(base + ".onnx"), request);
     EXPECT_TRUE(fit.fits) << name << ": closest " << fit.predicted_peak << " for " << request.budget;

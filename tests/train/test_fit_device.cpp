@@ -189,3 +189,40 @@ TEST(FitOnGpus, AStrategyThatFitsIsTakenCheapestFirst) {
 
 }  // namespace
 }  // namespace gpumem::train
+
+namespace gpumem::train {
+namespace {
+
+// When checkpointing cannot reach the budget, the batch is split into
+// micro-batches with gradient accumulation: the largest that fits, its
+// step predicted with the gradients living across the micro-steps.
+TEST(FitMicroBatches, TheLargestMicroBatchThatFitsKeepsTheBatch) {
+  const std::string resnet = test::train_data("resnet18_sgd.onnx");
+  FitRequest request;
+  request.options.device = Device::kCpu;
+  request.options.optimizer = Optimizer::kSgdMomentum;
+  request.keep = {Lever::kPrecision, Lever::kOptimizer};
+  request.budget = 240u << 20;  // checkpointing alone comes to 248.63 MiB at batch 8
+  const FitResult fit = fit_training(resnet, request);
+  ASSERT_TRUE(fit.fits);
+  EXPECT_EQ(fit.batch * fit.accumulation_steps, 8);
+  EXPECT_GT(fit.accumulation_steps, 1);
+  EXPECT_EQ(fit.changes.back().change.rfind("--batch ", 0), 0u) << fit.changes.back().change;
+  TrainOptions micro = request.options;
+  micro.model.load.batch = fit.batch;
+  micro.grads_set_to_none = false;
+  micro.checkpoint = fit.options.checkpoint;
+  EXPECT_EQ(predict_training_step(resnet, micro).peak_bytes, fit.predicted_peak);
+  request.keep.insert(Lever::kBatch);
+  EXPECT_FALSE(fit_training(resnet, request).fits);
+  // An export whose batch cannot change (the sequence-first transformer,
+  // exported static) is left at its batch.
+  FitRequest fixed;
+  fixed.options.device = Device::kCpu;
+  fixed.budget = 60u << 20;
+  const FitResult transformer = fit_training(test::train_data("transformer_adamw.onnx"), fixed);
+  EXPECT_EQ(transformer.accumulation_steps, 1);
+}
+
+}  // namespace
+}  // namespace gpumem::train

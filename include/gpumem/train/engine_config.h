@@ -13,7 +13,7 @@ namespace gpumem::train {
 // the buffer sizes given and a bf16 section (kAmpBf16, kBf16), an fp16 one
 // with dynamic loss scaling (kAmpFp16), or neither (kFp32).
 std::string deepspeed_config_json(const ZeroSetting& zero, Precision precision, uint64_t micro_batch_per_gpu,
-                                  const DeepSpeedBuffers& buffers = {});
+                                  const DeepSpeedBuffers& buffers = {}, uint64_t accumulation_steps = 1);
 
 struct FsdpWrap {
   // The module class to wrap, e.g. "GPT2Block": transformer_auto_wrap_policy.

@@ -21,6 +21,7 @@ enum class Lever : std::uint8_t {
   kOptimizer,   // foreach off, zero_grad(set_to_none=True), 8-bit Adam states
   kPrecision,   // fp32 -> bf16 autocast
   kCheckpoint,  // activation checkpointing
+  kBatch,       // a smaller micro-batch with gradient accumulation (the same effective batch)
 };
 const char* to_string(Lever lever);
 // "optimizer" -> kOptimizer; nullopt for an unknown name.
@@ -51,7 +52,10 @@ struct FitAttempt {
 
 struct FitResult {
   bool fits = false;
-  int64_t batch = 0;  // the batch the result is for (the largest that fits with --max-batch)
+  int64_t batch = 0;  // the (micro-)batch the figures are for (the largest that fits with --max-batch)
+  // Micro-batches per optimizer step: batch x accumulation_steps is the
+  // batch asked for. 1 unless fit lowered the micro-batch.
+  int64_t accumulation_steps = 1;
   uint64_t budget = 0;
   // What the decision is made on: device.device_bytes() (the reserved peak
   // under the allocator + the overhead), with the changes.
