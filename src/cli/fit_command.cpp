@@ -37,7 +37,7 @@ Action add_fit_command(CLI::App& app) {
   add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
   add_list_option(*cmd, "--keep", args->keep,
                   "Levers fit must not pull: optimizer (foreach, set_to_none, 8-bit states), precision, checkpoint, "
-                  "batch (micro-batches with gradient accumulation)",
+                  "batch (micro-batches with gradient accumulation), offload (states in CPU memory)",
                   "LEVER");
   cmd->add_option("--gpus", args->gpus,
                   "GPUs to spread the step over: memory per GPU under DeepSpeed ZeRO, FSDP and "
@@ -58,7 +58,8 @@ Action add_fit_command(CLI::App& app) {
     for (const auto& name : args->keep) {
       const auto lever = train::parse_lever(name);
       if (!lever)
-        throw InputError("--keep " + name + ": unknown lever (known: optimizer, precision, checkpoint, batch)");
+        throw InputError("--keep " + name +
+                         ": unknown lever (known: optimizer, precision, checkpoint, batch, offload)");
       request.keep.insert(*lever);
     }
     request.max_batch = args->max_batch;

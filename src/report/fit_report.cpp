@@ -18,8 +18,9 @@ bool fits_per_gpu(const train::FitResult& f, const train::ShardingPlan& p) {
 std::string render_fit_text(const train::FitResult& f) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
-  const std::string where =
-      f.sharding ? fmt::format(" on each GPU with {} {}", f.sharding->engine, f.sharding->setting) : "";
+  const std::string where = f.sharding ? fmt::format("{} with {} {}", f.gpus > 1 ? " on each GPU" : "",
+                                                     f.sharding->engine, f.sharding->setting)
+                                       : "";
   const std::string accumulated =
       f.accumulation_steps > 1
           ? fmt::format(" x {} accumulation steps (batch {})", f.accumulation_steps, f.batch * f.accumulation_steps)

@@ -101,6 +101,10 @@ std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, i
 // SHARD_GRAD_OP move the same, reduce-scatter plus all-gather), 3P when
 // the parameters are gathered in forward and again in backward (ZeRO-3,
 // FULL_SHARD): Rajbhandari et al., "ZeRO", SC 2020, section 7.
+// Offloading costs the most: PCIe traffic every step, the optimizer step on
+// the CPU; the parameters too (ZeRO-3's offload_param) cost one rank more.
+constexpr int kOffloadRank = 4, kMaxRank = kOffloadRank + 1;
+
 std::pair<int, std::string> sharding_cost(const ShardingPlan& p, uint64_t weight_bytes, int gpus) {
   const bool offload = p.zero.offload_optimizer || p.zero.offload_param;
   const bool gathers =
@@ -112,15 +116,16 @@ std::pair<int, std::string> sharding_cost(const ShardingPlan& p, uint64_t weight
     words =
         fmt::format("{} stages: activations sent between stages, a pipeline bubble of {} micro-batch slot(s) per step",
                     gpus, gpus - 1);
-  } else {
+  } else if (gpus > 1) {
     rank = gathers ? 2 : p.engine == "ddp" ? 0 : 1;
     words =
         fmt::format("{} per GPU per step ({}P{})", format_bytes((gathers ? 3 : 2) * weight_bytes), gathers ? 3 : 2,
                     gathers ? ": parameters gathered in forward and in backward, 1.5x DDP's" : ", as DDP's all-reduce");
   }
   if (offload) {
-    rank = 4;
-    words += "; the optimizer step on the CPU, gradients and parameters over PCIe every step";
+    rank = p.zero.offload_param ? kMaxRank : kOffloadRank;
+    words += std::string(words.empty() ? "" : "; ") +
+             "the optimizer step on the CPU, gradients and parameters over PCIe every step";
   }
   return {rank, words};
 }
@@ -205,6 +210,7 @@ void micro_batches(const std::string& path, const FitRequest& request, const Can
 FitResult fit_at(const std::string& path, const FitRequest& request, std::optional<int64_t> batch) {
   FitResult r;
   r.budget = request.budget;
+  r.gpus = request.gpus;
   TrainOptions options = request.options;
   if (batch) options.model.load.batch = *batch;
   const Model model = load_onnx_model(path, options.model.load);
@@ -250,17 +256,21 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   std::optional<ShardingPlan> chosen;
   uint64_t weight_bytes = 0;
   auto shard = [&](const TrainingStep& step, int max_rank, bool checkpointed) {
-    if (request.gpus < 2 || chosen) return;
+    // One GPU: only offloading changes what it holds (ZeRO-Offload).
+    if (chosen || (request.gpus < 2 && max_rank < kOffloadRank)) return;
     const ModelStates states = model_states_of(step);
     weight_bytes = states.parameters * states.weight_bytes_per_parameter;
     auto plans = sharding_plans(states, cluster);
-    if (checkpointed) {
+    std::erase_if(plans, [&](const ShardingPlan& p) {
+      const bool offload = p.zero.offload_optimizer || p.zero.offload_param;
       // Pipeline stages count what each layer keeps for backward, which a
       // checkpointed layer recomputes instead: not modelled together.
-      std::erase_if(plans, [](const ShardingPlan& p) { return p.engine == "pipeline"; });
-    }
+      return (checkpointed && p.engine == "pipeline") ||
+             (offload && (!may(Lever::kOffload) || current.options.device != Device::kCuda)) ||
+             (request.gpus < 2 && !offload);
+    });
     chosen = cheapest_sharding(plans, request, current.device.overhead, weight_bytes, max_rank);
-    if (r.per_gpu.empty() || chosen) {
+    if ((r.per_gpu.empty() && request.gpus > 1) || chosen) {
       r.per_gpu = std::move(plans);
       r.per_gpu_checkpointed = checkpointed;
     }
@@ -276,21 +286,30 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
       current = std::move(checkpointed);
     }
   }
-  if (!chosen && !current.fits()) {
-    shard(before_checkpoint.step, 4, false);
+  // The strategies up to `max_rank`: on the step without checkpointing
+  // (which is then dropped), else on the checkpointed one.
+  auto strategies = [&](int max_rank) {
+    if (chosen || current.fits()) return;
+    shard(before_checkpoint.step, max_rank, false);
     if (chosen) {
-      // A strategy alone fits: the checkpointing is not needed.
       current = before_checkpoint;
       r.changes.resize(changes_before_checkpoint);
       r.checkpoint = {};
     } else if (!current.options.checkpoint.empty()) {
-      shard(current.step, 4, true);
+      shard(current.step, max_rank, true);
     }
+  };
+  strategies(kOffloadRank - 1);
+  if (!chosen && !current.fits() && !request.max_batch && may(Lever::kBatch) && r.batch > 1) {
+    micro_batches(path, request, before_checkpoint, r, current, changes_before_checkpoint);
   }
+  strategies(kMaxRank);
   if (chosen) {
     const uint64_t per_gpu = chosen->gpu_bytes_per_gpu + current.device.overhead;
-    r.changes.push_back({fmt::format("--gpus {}: {} {}", request.gpus, chosen->engine, chosen->setting), current.need(),
-                         per_gpu, sharding_cost(*chosen, weight_bytes, request.gpus).second});
+    r.changes.push_back({request.gpus > 1
+                             ? fmt::format("--gpus {}: {} {}", request.gpus, chosen->engine, chosen->setting)
+                             : fmt::format("{} {}", chosen->engine, chosen->setting),
+                         current.need(), per_gpu, sharding_cost(*chosen, weight_bytes, request.gpus).second});
     r.sharding = std::move(chosen);
     r.options = current.options;
     r.device = current.device;
@@ -298,9 +317,6 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
     r.fits = true;
     r.step = std::move(current.step);
     return r;
-  }
-  if (!current.fits() && !request.max_batch && may(Lever::kBatch) && r.batch > 1) {
-    micro_batches(path, request, before_checkpoint, r, current, changes_before_checkpoint);
   }
   if (request.gpus > 1 && r.per_gpu.empty()) shard(current.step, -1, !current.options.checkpoint.empty());
   if (!current.fits()) r.why_not = why_it_does_not_fit(current, request, r.batch);
@@ -320,12 +336,13 @@ const char* to_string(Lever lever) {
     case Lever::kPrecision: return "precision";
     case Lever::kCheckpoint: return "checkpoint";
     case Lever::kBatch: return "batch";
+    case Lever::kOffload: return "offload";
   }
   return "?";
 }
 
 std::optional<Lever> parse_lever(const std::string& name) {
-  for (Lever l : {Lever::kOptimizer, Lever::kPrecision, Lever::kCheckpoint, Lever::kBatch})
+  for (Lever l : {Lever::kOptimizer, Lever::kPrecision, Lever::kCheckpoint, Lever::kBatch, Lever::kOffload})
     if (name == to_string(l)) return l;
   return std::nullopt;
 }

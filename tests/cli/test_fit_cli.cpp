@@ -93,15 +93,22 @@ TEST(CliFit, EveryLeverCheapestFirstUnlessKept) {
   ASSERT_GE(doc["changes"].size(), 1u);
   EXPECT_EQ(doc["changes"][0]["change"], "--foreach off");
   EXPECT_TRUE(doc["why_not"].is_null());
-  const CliRun kept = run("fit " + bert + " --budget 2GiB --keep optimizer,precision --json");
+  const CliRun kept = run("fit " + bert + " --budget 2GiB --keep optimizer,precision,offload --json");
   ASSERT_EQ(kept.code, 3) << kept.err;
   const auto k = nlohmann::json::parse(kept.out);
   for (const auto& c : k["changes"]) EXPECT_NE(c["change"].get<std::string>().rfind("--", 0), 0u) << c;
-  EXPECT_NE(k["why_not"].get<std::string>().find("--keep optimizer,precision forbade"), std::string::npos) << k;
+  EXPECT_NE(k["why_not"].get<std::string>().find("--keep optimizer,precision,offload forbade"), std::string::npos) << k;
+  // Offloading the states to the CPU (ZeRO-Offload, one GPU) is the last lever.
+  const CliRun offload = run("fit " + bert + " --budget 2GiB --keep optimizer,precision --json");
+  ASSERT_EQ(offload.code, 0) << offload.err;
+  const auto o = nlohmann::json::parse(offload.out);
+  EXPECT_EQ(o["sharding"]["engine"], "deepspeed") << o;
+  EXPECT_NE(o["sharding"]["setting"].get<std::string>().find("offload"), std::string::npos) << o;
 
   // Weights, gradients and momentum alone exceed what 600 MiB leaves after
   // the 512 MiB overhead: no batch or checkpoint helps, and it says so.
-  const CliRun states = run("fit " + train_model("resnet18_sgd") + " --optimizer sgd-momentum --budget 600MiB");
+  const CliRun states =
+      run("fit " + train_model("resnet18_sgd") + " --optimizer sgd-momentum --budget 600MiB --keep offload");
   EXPECT_EQ(states.code, 3);
   EXPECT_NE(states.out.find("optimizer states alone take 133.81 MiB, over the 88.00 MiB"), std::string::npos)
       << states.out;
@@ -145,7 +152,7 @@ TEST(CliFit, MistakesAreOneLine) {
   EXPECT_NE(emit.err.find("--emit fsdp needs --gpus N"), std::string::npos) << emit.err;
   const CliRun lever = run("fit " + kResnet + " --budget 1GiB --keep batteries");
   EXPECT_EQ(lever.code, 2);
-  EXPECT_NE(lever.err.find("--keep batteries: unknown lever (known: optimizer, precision, checkpoint, batch)"),
+  EXPECT_NE(lever.err.find("--keep batteries: unknown lever (known: optimizer, precision, checkpoint, batch, offload)"),
             std::string::npos)
       << lever.err;
   const CliRun budget = run("fit " + kResnet + " --budget lots");
@@ -165,7 +172,7 @@ TEST(CliFit, MistakesAreOneLine) {
 TEST(CliFit, DecidesOnTheDeviceAndItsTraceReplaysWithinTheBudget) {
   const std::string out = testing::TempDir() + "gpumem_fit_trace_" + std::to_string(getpid()) + ".jsonl.gz";
   const std::string step = train_model("resnet18_sgd") + " --optimizer sgd-momentum";
-  const std::string model = step + " --keep precision,optimizer";
+  const std::string model = step + " --keep precision,optimizer,offload";
   const CliRun r = run("fit " + model + " --budget 870MiB --json --trace " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);

@@ -54,6 +54,9 @@ TEST(FitOnTheDevice, ReplayingTheChosenStepAgreesWithFitAtEveryBudget) {
       request.options.device = Device::kCuda;
       request.options.allocator = setting.allocator;
       request.options.overhead_bytes = setting.overhead;
+      // Offloading is judged on DeepSpeed's per-GPU figures, not on a step
+      // that replays (FitOnGpus checks those decisions).
+      request.keep = {Lever::kOffload};
       const std::string path = test::train_data(recorded.name + ".onnx");
       const DeviceMemory plain = device_memory(predict_training_step(path, request.options));
       ASSERT_GE(plain.reserved_peak, plain.allocated_peak) << recorded.name;

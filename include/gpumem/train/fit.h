@@ -22,6 +22,7 @@ enum class Lever : std::uint8_t {
   kPrecision,   // fp32 -> bf16 autocast
   kCheckpoint,  // activation checkpointing
   kBatch,       // a smaller micro-batch with gradient accumulation (the same effective batch)
+  kOffload,     // optimizer states (and parameters) in CPU memory: DeepSpeed ZeRO-Offload
 };
 const char* to_string(Lever lever);
 // "optimizer" -> kOptimizer; nullopt for an unknown name.
@@ -52,6 +53,7 @@ struct FitAttempt {
 
 struct FitResult {
   bool fits = false;
+  int gpus = 1;       // as requested
   int64_t batch = 0;  // the (micro-)batch the figures are for (the largest that fits with --max-batch)
   // Micro-batches per optimizer step: batch x accumulation_steps is the
   // batch asked for. 1 unless fit lowered the micro-batch.
