@@ -304,18 +304,14 @@ std::vector<std::string> segments_of(const std::vector<ChainUnit>& units, const 
 
 }  // namespace
 
-CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& options, uint64_t budget) {
-  TrainOptions plain = options;
-  plain.checkpoint.clear();
+namespace {
+
+// The cheapest plan the chain programs find within `budget` for the step
+// `base` (without checkpointing); `closest` keeps the lowest simulated peak
+// seen when none fits. fits is false when none does.
+CheckpointPlan plan_within(const Model& model, const TrainOptions& options, const TrainingStep& base, uint64_t budget,
+                           CheckpointPlan& closest) {
   CheckpointPlan best;
-  best.step = predict_training_step(model, plain);
-  best.peak_bytes = best.step.peak_bytes;
-  if (best.step.peak_bytes <= budget) {
-    best.fits = best.optimal = true;
-    return best;
-  }
-  const TrainingStep base = best.step;
-  bool found = false;
   for (int depth = 1; depth <= 4; ++depth) {
     const std::vector<ChainUnit> units = chain_units(base, depth);
     if (units.empty()) continue;
@@ -335,57 +331,85 @@ CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& option
         with.checkpoint = segments_of(units, s);
         TrainingStep step = predict_training_step(model, with);
         const uint64_t peak = step.peak_bytes;
+        CheckpointPlan plan;
+        plan.modules = with.checkpoint;
+        plan.depth = depth;
+        plan.peak_bytes = peak;
+        plan.recompute_flops = step.recompute_flops;
+        plan.optimal = attempt == 0;
+        plan.resolution = s.resolution;
+        plan.step = std::move(step);
         if (peak <= budget) {
-          if (!found || step.recompute_flops < best.recompute_flops) {
+          if (!best.fits || plan.recompute_flops < best.recompute_flops) {
+            best = std::move(plan);
             best.fits = true;
-            best.modules = with.checkpoint;
-            best.depth = depth;
-            best.peak_bytes = step.peak_bytes;
-            best.recompute_flops = step.recompute_flops;
-            best.optimal = attempt == 0;
-            best.resolution = s.resolution;
-            best.step = std::move(step);
-            found = true;
           }
           break;
         }
-        if (!found && step.peak_bytes < best.peak_bytes) {
-          // The closest so far, should nothing fit.
-          best.modules = with.checkpoint;
-          best.depth = depth;
-          best.peak_bytes = step.peak_bytes;
-          best.recompute_flops = step.recompute_flops;
-          best.step = std::move(step);
-        }
+        if (peak < closest.peak_bytes) closest = std::move(plan);
         const uint64_t excess = peak - budget;
         if (excess >= target) break;
         target -= excess;
       }
     }
   }
-  if (!found) {
-    // Nothing fits: report checkpointing every unit of the depth that
-    // comes closest.
-    for (int depth = 1; depth <= 4; ++depth) {
-      const std::vector<ChainUnit> units = chain_units(base, depth);
-      if (units.empty()) continue;
-      TrainOptions with = options;
-      with.checkpoint.clear();
-      for (const auto& u : units) with.checkpoint.push_back(u.module);
-      TrainingStep step = predict_training_step(model, with);
-      if (step.peak_bytes < best.peak_bytes) {
-        best.modules = with.checkpoint;
-        best.depth = depth;
-        best.peak_bytes = step.peak_bytes;
-        best.recompute_flops = step.recompute_flops;
-        best.step = std::move(step);
-      }
+  return best;
+}
+
+}  // namespace
+
+CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& options, uint64_t budget) {
+  TrainOptions plain = options;
+  plain.checkpoint.clear();
+  CheckpointPlan closest;
+  closest.step = predict_training_step(model, plain);
+  closest.peak_bytes = closest.step.peak_bytes;
+  const TrainingStep base = closest.step;
+  auto finish = [&](CheckpointPlan plan) {
+    plan.recompute_fraction = base.forward_flops > 0
+                                  ? static_cast<double>(plan.recompute_flops) / static_cast<double>(base.forward_flops)
+                                  : 0.0;
+    return plan;
+  };
+  if (base.peak_bytes <= budget) {
+    closest.fits = closest.optimal = true;
+    return finish(std::move(closest));
+  }
+  CheckpointPlan best = plan_within(model, options, base, budget, closest);
+  if (best.fits) return finish(std::move(best));
+  // Nothing fits: the lowest peak a plan reaches, found by bisecting the
+  // budget between this one and the step without checkpointing (to a 64th
+  // of the gap), and checkpointing every unit of each depth.
+  uint64_t lo = budget, hi = base.peak_bytes;
+  for (int round = 0; round < 6 && hi - lo > (base.peak_bytes - budget) / 64; ++round) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    CheckpointPlan plan = plan_within(model, options, base, mid, closest);
+    if (plan.fits) {
+      hi = plan.peak_bytes;
+      if (plan.peak_bytes < closest.peak_bytes) closest = std::move(plan);
+    } else {
+      lo = mid;
     }
   }
-  best.recompute_fraction = base.forward_flops > 0
-                                ? static_cast<double>(best.recompute_flops) / static_cast<double>(base.forward_flops)
-                                : 0.0;
-  return best;
+  for (int depth = 1; depth <= 4; ++depth) {
+    const std::vector<ChainUnit> units = chain_units(base, depth);
+    if (units.empty()) continue;
+    TrainOptions with = options;
+    with.checkpoint.clear();
+    for (const auto& u : units) with.checkpoint.push_back(u.module);
+    TrainingStep step = predict_training_step(model, with);
+    if (step.peak_bytes < closest.peak_bytes) {
+      closest.modules = with.checkpoint;
+      closest.depth = depth;
+      closest.peak_bytes = step.peak_bytes;
+      closest.recompute_flops = step.recompute_flops;
+      closest.optimal = false;
+      closest.step = std::move(step);
+    }
+  }
+  closest.fits = false;
+  closest.optimal = false;
+  return finish(std::move(closest));
 }
 
 }  // namespace gpumem::train

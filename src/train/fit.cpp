@@ -89,10 +89,13 @@ std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, i
         format_bytes(states), format_bytes(room), forbidden);
   }
   const uint64_t over = c.need() > request.budget ? c.need() - request.budget : 0;
+  // On the CPU nothing is cached and there is no overhead to leave room for.
+  const bool cpu = c.device.allocator.empty();
   return fmt::format(
-      "weights, gradients and optimizer states take {} of the {} left after the overhead; with the activations at "
-      "batch {} and the allocator's cache the step is {} over: a smaller batch (--max-batch finds the largest){}",
-      format_bytes(states), format_bytes(room), batch, format_bytes(over), forbidden);
+      "weights, gradients and optimizer states take {} of the {} {}; with the activations at batch {}{} the step is "
+      "{} over: a smaller batch (--max-batch finds the largest){}",
+      format_bytes(states), format_bytes(room), cpu ? "budget" : "left after the overhead", batch,
+      cpu ? "" : " and the allocator's cache", format_bytes(over), forbidden);
 }
 
 // How much a strategy costs beyond data parallelism, as a rank (lower is
