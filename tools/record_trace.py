@@ -6,6 +6,7 @@ Run by hand, not by CI (Debian's python3-torch 1.13 and python3-torchvision
 
     /usr/bin/python3 tools/record_trace.py            # rewrites tests/data/traces/*.json
     /usr/bin/python3 tools/record_trace.py --out DIR  # somewhere else
+    /usr/bin/python3 tools/record_trace.py --only loops  # tests/data/traces/loops/
 
 Each trace is two training iterations (forward, backward, optimizer step)
 under PyTorch's profiler with profile_memory on:
@@ -40,6 +41,38 @@ under PyTorch's profiler with profile_memory on:
   leaky_mlp_train.json    a 2-layer MLP, batch 64, SGD: 6 iterations, each
                           keeping its hidden features (128 KiB) in a list:
                           the steady leak `gpumem trace stats` must find
+  loops/*.json.gz         (--only loops) training loops of 3 to 6
+                          iterations for leak detection, each recorded in
+                          a fresh process (Total Allocated from 0), seeded,
+                          described with their ground truth (leaks or not,
+                          bytes leaked per iteration, measured from the
+                          events) in loops/FACTS.json, split into "tuning"
+                          and "test" by the rule of loops/SPLIT.md:
+    loop_resnet18_sgdm_none_3.json.gz   resnet18, batch 8 at 32x32, SGD
+                          momentum, zero_grad(set_to_none=True) at the top,
+                          3 iterations (no leak)
+    loop_resnet18_sgdm_zero_4.json.gz   the same, zero_grad(set_to_none=
+                          False) at the end, 4 iterations (no leak)
+    loop_encoder_sgdm_none_3.json.gz    embedding, 2-layer TransformerEncoder
+                          (d_model 64, 4 heads), linear head, batch 4 x 32,
+                          SGD momentum, set_to_none at the top (no leak)
+    loop_encoder_sgdm_none_5_steps.json.gz  the same, 5 iterations, each a
+                          "ProfilerStep#N" range (no leak)
+    loop_mlp_zero_5.json.gz  MLP 256-512-512-10, batch 64, Adam warmed up
+                          before recording, zero_grad(set_to_none=False) at
+                          the end, 5 ProfilerSteps (no leak, flat)
+    loop_mlp_accum_4.json.gz  the MLP, SGD, 2 micro-batches per step, 4
+                          steps (no leak)
+    loop_mlp_adam_fresh_5.json.gz  the MLP, a fresh Adam (state made in
+                          iteration 1), 5 iterations (no leak)
+    loop_mlp_warmcache_5.json.gz  the MLP, SGD, 1 MiB cached for good in
+                          iteration 2 only (one-time growth, no leak)
+    loop_mlp_leak_losses_6.json.gz  the MLP, SGD, every loss kept with its
+                          graph: a leak of 4 bytes per iteration (backward
+                          frees the graph's saved tensors)
+    loop_cnn_leak_hidden_5.json.gz  a 2-conv CNN, batch 16 at 16x16, SGD,
+                          5 ProfilerSteps, each keeping its detached
+                          16x16x16x16 feature map (leaks 256 KiB a step)
 
 The files have the layout of torch.profiler's Chrome trace export (Kineto's
 JSON): {"schemaVersion": 1, "traceEvents": [...]} where operators are "X"
@@ -326,14 +359,741 @@ def leaky_mlp_step():
     return step
 
 
+# --only loops: training loops of several iterations, for leak detection
+# ("does memory grow from one iteration to the next?"). Each loop is
+# recorded in a fresh interpreter (this script run again with --loop NAME),
+# so its "Total Allocated" starts from zero, not from the loops recorded
+# before it. Model, optimizer and data are made before the profiler starts;
+# tensors an optimizer creates lazily (momentum buffers, Adam's state) are
+# made by the first recorded step unless a loop says otherwise.
+
+LOOPS_DIR = "loops"
+MLP_SIZES = (256, 512, 512, 10)
+MLP_BATCH = 64
+LOOP_MEASUREMENT = (
+    "Measured from the recorded events (the ones written to the file): the step "
+    "function notes time.time_ns() (the profiler's clock, CLOCK_REALTIME in "
+    "torch 1.13) as each iteration ends, and every [memory] event after iteration "
+    "k-1's end is iteration k's (so where ProfilerStep ranges are on, the 4-byte "
+    "handle record_function allocates just before each ProfilerStep#N span "
+    "counts in iteration N+1); an iteration's net bytes are the sum of its events' Bytes, and "
+    "total_allocated_before[k] is the Total Allocated of iteration k's first "
+    "event minus its Bytes (equal to 0 plus the Bytes of every earlier event, "
+    "as each loop is recorded in a fresh process). leak_bytes_per_iteration is "
+    "the net growth every iteration after the first repeats (the same in each); "
+    "0 where the loop keeps nothing from one iteration to the next.")
+
+
+def make_mlp():
+    layers = []
+    for i in range(len(MLP_SIZES) - 1):
+        layers.append(torch.nn.Linear(MLP_SIZES[i], MLP_SIZES[i + 1]))
+        if i < len(MLP_SIZES) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def mlp_data(batches=1):
+    return [(torch.randn(MLP_BATCH, MLP_SIZES[0]), torch.randint(0, MLP_SIZES[-1], (MLP_BATCH,)))
+            for _ in range(batches)]
+
+
+def plain_loop(model, optimizer, inputs, labels, set_to_none, at_top, forward=None):
+    """One iteration: zero_grad (at the top or the end), forward, cross-entropy, backward, step."""
+
+    def step():
+        if at_top:
+            optimizer.zero_grad(set_to_none=set_to_none)
+        logits = forward() if forward else model(inputs)
+        torch.nn.functional.cross_entropy(logits, labels).backward()
+        optimizer.step()
+        if not at_top:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    return step
+
+
+def loop_resnet18(set_to_none, at_top):
+    import torchvision
+
+    model = torchvision.models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images = torch.randn(8, 3, 32, 32)
+    labels = torch.randint(0, 10, (8,))
+    return plain_loop(model, optimizer, images, labels, set_to_none, at_top)
+
+
+class TokenEncoder(torch.nn.Module):
+    """Embedding, a 2-layer nn.TransformerEncoder (d_model 64, 4 heads), a linear head."""
+
+    def __init__(self, vocab=100, d_model=64):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d_model)
+        layer = torch.nn.TransformerEncoderLayer(d_model=d_model, nhead=4, dim_feedforward=128, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, num_layers=2)
+        self.head = torch.nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)))
+
+
+def loop_encoder():
+    model = TokenEncoder()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    tokens = torch.randint(0, 100, (4, 32))
+    targets = torch.randint(0, 100, (4 * 32,))
+    return plain_loop(model, optimizer, tokens, targets, True, True,
+                      forward=lambda: model(tokens).reshape(-1, 100))
+
+
+def loop_mlp_zero():
+    model = make_mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    [(inputs, labels)] = mlp_data()
+    step = plain_loop(model, optimizer, inputs, labels, False, False)
+    step()  # warm-up before the profiler: gradients and Adam's state exist when it starts
+    return step
+
+
+def loop_mlp_accum():
+    model = make_mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    micro = mlp_data(2)
+
+    def step():
+        for inputs, labels in micro:
+            (torch.nn.functional.cross_entropy(model(inputs), labels) / len(micro)).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def loop_mlp_adam_fresh():
+    model = make_mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    [(inputs, labels)] = mlp_data()
+    return plain_loop(model, optimizer, inputs, labels, True, True)
+
+
+def loop_mlp_warmcache():
+    model = make_mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    [(inputs, labels)] = mlp_data()
+    inner = plain_loop(model, optimizer, inputs, labels, True, True)
+    cache = {}
+    count = [0]
+
+    def step():
+        count[0] += 1
+        if count[0] == 2:  # the second iteration only: 1 MiB kept for good
+            cache["x"] = torch.empty(262144)
+        inner()
+
+    return step
+
+
+def loop_mlp_leak_losses():
+    model = make_mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    [(inputs, labels)] = mlp_data()
+    losses = []
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)  # with its graph: its saved tensors stay alive
+
+    return step
+
+
+CNN_HIDDEN = (16, 16, 16, 16)  # batch, channels, height, width of the kept feature map
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU())
+        self.head = torch.nn.Linear(16 * 16 * 16, 10)
+
+
+def loop_cnn_leak_hidden():
+    model = SmallCNN()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    images = torch.randn(16, 3, 16, 16)
+    labels = torch.randint(0, 10, (16,))
+    kept = []
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        hidden = model.features(images)
+        kept.append(hidden.detach())  # shares the feature map's storage: it is never freed
+        torch.nn.functional.cross_entropy(model.head(hidden.flatten(1)), labels).backward()
+        optimizer.step()
+
+    return step
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+MLP_NAME = "MLP 256-512-512-10 (ReLU), batch 64"
+# name: (builder, iterations, profiler_steps, facts). leak_bytes_per_iteration
+# None: measured from the recording (see LOOP_MEASUREMENT).
+LOOPS = {
+    "loop_resnet18_sgdm_none_3": (lambda: loop_resnet18(True, True), 3, False, {
+        "model": "torchvision resnet18, 10 classes, batch 8 at 32x32",
+        "optimizer": "SGD lr 0.01 momentum 0.9 (buffers made by the first recorded step)",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "resnet18 training; iteration 1 makes gradients and momentum buffers, "
+                       "later iterations free and remake the gradients: one-time growth, no leak"}),
+    "loop_encoder_sgdm_none_3": (loop_encoder, 3, False, {
+        "model": "Embedding(100, 64) + 2-layer nn.TransformerEncoder (d_model 64, 4 heads, ff 128, "
+                 "dropout 0.1) + Linear(64, 100), batch 4 x 32 tokens, cross-entropy",
+        "optimizer": "SGD lr 0.01 momentum 0.9 (buffers made by the first recorded step)",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "small transformer encoder training; one-time growth at iteration 1, no leak"}),
+    "loop_mlp_zero_5": (loop_mlp_zero, 5, True, {
+        "model": MLP_NAME,
+        "optimizer": "Adam lr 1e-3 (its state made by a warm-up step before the profiler starts)",
+        "zero_grad": {"set_to_none": False, "position": "end"},
+        "warmup_steps_before_recording": 1,
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "MLP training, gradients zeroed in place and kept between iterations, "
+                       "one warm-up step before recording: every iteration returns to the same total"}),
+    "loop_mlp_accum_4": (loop_mlp_accum, 4, False, {
+        "model": MLP_NAME,
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "end (after the step)"},
+        "micro_batches_per_iteration": 2,
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "MLP with gradient accumulation: 2 micro-batches (loss/2, backward each) "
+                       "per optimizer step, 4 steps (an iteration is one optimizer step), no leak"}),
+    "loop_mlp_adam_fresh_5": (loop_mlp_adam_fresh, 5, False, {
+        "model": MLP_NAME,
+        "optimizer": "Adam lr 1e-3, fresh: its state (exp_avg, exp_avg_sq, step) made by the first recorded step",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "MLP training with a fresh Adam: one-time growth at iteration 1 "
+                       "(gradients and Adam's state), then flat, no leak"}),
+    "loop_mlp_warmcache_5": (loop_mlp_warmcache, 5, False, {
+        "model": MLP_NAME,
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "one_time_growth": {"iteration": 2, "bytes": 262144 * 4,
+                            "what": "cache['x'] = torch.empty(262144), kept in a dict for good"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "MLP training where iteration 2 (1-based) alone caches 1 MiB that is never freed: "
+                       "one-time growth, not a leak"}),
+    "loop_mlp_leak_losses_6": (loop_mlp_leak_losses, 6, False, {
+        "model": MLP_NAME,
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": True, "leak_bytes_per_iteration": None,
+        "kept_tensor": {"shape": [], "dtype": "float32", "numel": 1,
+                        "what": "the loss (aten::nll_loss_forward's output); its graph's saved tensors "
+                                "are freed by backward() (no retain_graph), so only the loss stays"},
+        "description": "MLP training that appends each loss tensor (with its autograd graph, no .item() or "
+                       ".detach()) to a list: a real but tiny leak, the 4-byte loss per iteration, since "
+                       "backward() frees the graph's saved tensors"}),
+    "loop_cnn_leak_hidden_5": (loop_cnn_leak_hidden, 5, True, {
+        "model": "CNN: Conv2d(3,8,3,p1)+ReLU, Conv2d(8,16,3,p1)+ReLU, Linear(4096,10); batch 16 at 16x16",
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": True, "leak_bytes_per_iteration": numel(CNN_HIDDEN) * 4,
+        "kept_tensor": {"shape": list(CNN_HIDDEN), "dtype": "float32", "numel": numel(CNN_HIDDEN)},
+        "description": "CNN training that appends each iteration's .detach()ed feature map (16x16x16x16 "
+                       "float32) to a list: a real leak of numel * 4 bytes per iteration"}),
+    "loop_encoder_sgdm_none_5_steps": (loop_encoder, 5, True, {
+        "model": "Embedding(100, 64) + 2-layer nn.TransformerEncoder (d_model 64, 4 heads, ff 128, "
+                 "dropout 0.1) + Linear(64, 100), batch 4 x 32 tokens, cross-entropy",
+        "optimizer": "SGD lr 0.01 momentum 0.9 (buffers made by the first recorded step)",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "loop_encoder_sgdm_none_3 with 5 iterations, each a ProfilerStep#N range, no leak"}),
+    "loop_resnet18_sgdm_zero_4": (lambda: loop_resnet18(False, False), 4, False, {
+        "model": "torchvision resnet18, 10 classes, batch 8 at 32x32",
+        "optimizer": "SGD lr 0.01 momentum 0.9 (buffers made by the first recorded step)",
+        "zero_grad": {"set_to_none": False, "position": "end"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "resnet18 training, gradients zeroed in place at the end and kept: "
+                       "one-time growth at iteration 1, no leak"}),
+}
+
+
+# --only loops2: a second set of loops, recorded after the leak detector was
+# changed, as a held-out test set (every recording "test", see
+# loops2/SPLIT.md): other models and loop shapes than --only loops (a
+# VGG-style CNN with BatchNorm, a GRU, a causal decoder, resnet18 at another
+# batch, MLPs of other sizes), recorded and measured by the same machinery
+# (record_loop, LOOP_MEASUREMENT).
+
+LOOPS2_DIR = "loops2"
+
+
+def make_mlp_of(sizes):
+    """Linear layers of these widths with ReLU between them."""
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def mlp_parameter_bytes(sizes):
+    """float32 bytes of make_mlp_of(sizes)'s weights and biases."""
+    return sum((sizes[i] * sizes[i + 1] + sizes[i + 1]) * 4 for i in range(len(sizes) - 1))
+
+
+class VGGLike(torch.nn.Module):
+    """3 blocks of Conv2d(3x3, p1) + BatchNorm2d + ReLU + MaxPool2d(2), 8-16-32 channels, a linear head."""
+
+    def __init__(self, channels=(8, 16, 32), size=24, classes=10):
+        super().__init__()
+        blocks, before = [], 3
+        for c in channels:
+            blocks += [torch.nn.Conv2d(before, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(),
+                       torch.nn.MaxPool2d(2)]
+            before = c
+            size //= 2
+        self.features = torch.nn.Sequential(*blocks)
+        self.head = torch.nn.Linear(before * size * size, classes)
+
+    def forward(self, images):
+        return self.head(self.features(images).flatten(1))
+
+
+def loop2_vgg_like_adamw_none():
+    model = VGGLike()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    images = torch.randn(8, 3, 24, 24)
+    labels = torch.randint(0, 10, (8,))
+    step = plain_loop(model, optimizer, images, labels, True, True)
+    step()  # warm-up before the profiler: gradients and AdamW's state exist when it starts
+    return step
+
+
+class GRUClassifier(torch.nn.Module):
+    """nn.GRU (input 32, hidden 64, 2 layers, batch_first) + Linear(64, 10) on the last time step."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(32, 64, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, sequences):
+        out, _ = self.gru(sequences)
+        return self.head(out[:, -1])
+
+
+def loop2_gru_sgd_zero():
+    model = GRUClassifier()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    sequences = torch.randn(8, 20, 32)
+    labels = torch.randint(0, 10, (8,))
+    return plain_loop(model, optimizer, sequences, labels, False, False)
+
+
+LEAK_LOGITS_SIZES = (128, 256, 10)
+LEAK_LOGITS_BATCH = 32
+
+
+def loop2_mlp_leak_logits():
+    model = make_mlp_of(LEAK_LOGITS_SIZES)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs = torch.randn(LEAK_LOGITS_BATCH, LEAK_LOGITS_SIZES[0])
+    labels = torch.randint(0, LEAK_LOGITS_SIZES[-1], (LEAK_LOGITS_BATCH,))
+    kept = []
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(inputs)
+        torch.nn.functional.cross_entropy(logits, labels).backward()
+        optimizer.step()
+        kept.append(logits.detach().clone())  # a copy of the logits, kept for good
+
+    return step
+
+
+class CausalLM(torch.nn.Module):
+    """Token and position embeddings, a 2-layer nn.TransformerEncoder under a causal mask, a linear head."""
+
+    def __init__(self, vocab=200, d_model=64, context=24):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d_model)
+        self.position = torch.nn.Embedding(context, d_model)
+        layer = torch.nn.TransformerEncoderLayer(d_model=d_model, nhead=4, dim_feedforward=128, batch_first=True)
+        self.decoder = torch.nn.TransformerEncoder(layer, num_layers=2)
+        self.head = torch.nn.Linear(d_model, vocab)
+        self.register_buffer("positions", torch.arange(context))
+        self.register_buffer("mask", torch.triu(torch.full((context, context), float("-inf")), diagonal=1))
+
+    def forward(self, tokens):
+        hidden = self.embed(tokens) + self.position(self.positions)
+        return self.head(self.decoder(hidden, mask=self.mask))
+
+
+def loop2_decoder_adam_fresh():
+    model = CausalLM()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    text = torch.randint(0, 200, (4, 25))
+    inputs = text[:, :-1].contiguous()  # 4 x 24 tokens in, each next token out
+    targets = text[:, 1:].reshape(-1).contiguous()
+    return plain_loop(model, optimizer, inputs, targets, True, True,
+                      forward=lambda: model(inputs).reshape(-1, 200))
+
+
+class AccumCNN(torch.nn.Module):
+    """Conv2d(3,8,3,p1)+ReLU+MaxPool2d(2), Conv2d(8,16,3,p1)+ReLU, global average pool, Linear(16, 10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1))
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, images):
+        return self.head(self.features(images).flatten(1))
+
+
+ACCUM_MICRO_BATCHES = 3
+
+
+def loop2_cnn_accum():
+    model = AccumCNN()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    micro = [(torch.randn(8, 3, 20, 20), torch.randint(0, 10, (8,))) for _ in range(ACCUM_MICRO_BATCHES)]
+
+    def step():
+        for images, labels in micro:
+            (torch.nn.functional.cross_entropy(model(images), labels) / len(micro)).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+LEAK_GRADS_SIZES = (64, 128, 64, 10)
+LEAK_GRADS_BATCH = 32
+
+
+def loop2_mlp_leak_grads():
+    model = make_mlp_of(LEAK_GRADS_SIZES)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs = torch.randn(LEAK_GRADS_BATCH, LEAK_GRADS_SIZES[0])
+    labels = torch.randint(0, LEAK_GRADS_SIZES[-1], (LEAK_GRADS_BATCH,))
+    history = []
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+        history.append([p.grad.clone() for p in model.parameters()])  # every gradient, kept for good
+        optimizer.step()
+
+    return step
+
+
+def loop2_resnet18_sgdm_none():
+    import torchvision
+
+    model = torchvision.models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images = torch.randn(4, 3, 32, 32)
+    labels = torch.randint(0, 10, (4,))
+    return plain_loop(model, optimizer, images, labels, True, True)
+
+
+CACHE_SIZES = (200, 100, 10)
+CACHE_BATCH = 16
+CACHE_NUMEL = 131072  # float32: 512 KiB
+
+
+def loop2_mlp_cache_every_other():
+    model = make_mlp_of(CACHE_SIZES)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs = torch.randn(CACHE_BATCH, CACHE_SIZES[0])
+    labels = torch.randint(0, CACHE_SIZES[-1], (CACHE_BATCH,))
+    inner = plain_loop(model, optimizer, inputs, labels, True, True)
+    cache = {}
+    count = [0]
+
+    def step():
+        count[0] += 1
+        if count[0] in (2, 4):  # the same key both times: the second replaces (and frees) the first
+            cache["x"] = torch.empty(CACHE_NUMEL)
+        inner()
+
+    return step
+
+
+# name: (builder, iterations, profiler_steps, facts), as LOOPS.
+LOOPS2 = {
+    "loops2_vgg_like_adamw_none_4": (loop2_vgg_like_adamw_none, 4, False, {
+        "model": "VGG-style CNN: 3 blocks of Conv2d(3x3, p1)+BatchNorm2d+ReLU+MaxPool2d(2), 8-16-32 channels, "
+                 "Linear(288, 10); batch 8 at 24x24",
+        "optimizer": "AdamW lr 1e-3 (its state made by a warm-up step before the profiler starts)",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "warmup_steps_before_recording": 1,
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "VGG-style CNN with BatchNorm, AdamW warmed up before recording, gradients freed at the "
+                       "top of each iteration and made again by backward: no leak"}),
+    "loops2_gru_sgd_zero_5": (loop2_gru_sgd_zero, 5, True, {
+        "model": "nn.GRU(32, 64, num_layers=2, batch_first) + Linear(64, 10) on the last step; batch 8 x 20 steps",
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": False, "position": "end"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "GRU classifier training, gradients zeroed in place at the end and kept, 5 iterations, "
+                       "each a ProfilerStep#N range: one-time growth at iteration 1 (the gradients), no leak"}),
+    "loops2_mlp_leak_logits_5": (loop2_mlp_leak_logits, 5, False, {
+        "model": "MLP 128-256-10 (ReLU), batch 32",
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": True,
+        "leak_bytes_per_iteration": LEAK_LOGITS_BATCH * LEAK_LOGITS_SIZES[-1] * 4,
+        "kept_tensor": {"shape": [LEAK_LOGITS_BATCH, LEAK_LOGITS_SIZES[-1]], "dtype": "float32",
+                        "numel": LEAK_LOGITS_BATCH * LEAK_LOGITS_SIZES[-1],
+                        "what": "logits.detach().clone(), appended to a list after the optimizer step"},
+        "description": "MLP training that appends a copy of each iteration's logits (32x10 float32) to a list: "
+                       "a real leak of 1280 bytes per iteration"}),
+    "loops2_decoder_adam_fresh_4": (loop2_decoder_adam_fresh, 4, True, {
+        "model": "causal decoder LM: Embedding(200, 64) + learned positions Embedding(24, 64) + 2-layer "
+                 "nn.TransformerEncoder (d_model 64, 4 heads, ff 128, dropout 0.1) under a causal mask + "
+                 "Linear(64, 200), batch 4 x 24 tokens, next-token cross-entropy",
+        "optimizer": "Adam lr 1e-3, fresh: its state (exp_avg, exp_avg_sq, step) made by the first recorded step",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "small causal transformer decoder with a fresh Adam, 4 iterations, each a ProfilerStep#N "
+                       "range: one-time growth at iteration 1 (gradients and Adam's state), no leak"}),
+    "loops2_cnn_accum3_3": (loop2_cnn_accum, 3, False, {
+        "model": "CNN: Conv2d(3,8,3,p1)+ReLU+MaxPool2d(2), Conv2d(8,16,3,p1)+ReLU, global average pool, "
+                 "Linear(16,10); micro-batches of 8 at 20x20",
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "end (after the step)"},
+        "micro_batches_per_iteration": ACCUM_MICRO_BATCHES,
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "CNN with gradient accumulation: 3 micro-batches (loss/3, backward each) per optimizer "
+                       "step, 3 steps (an iteration is one optimizer step), no leak"}),
+    "loops2_mlp_leak_grads_6": (loop2_mlp_leak_grads, 6, True, {
+        "model": "MLP 64-128-64-10 (ReLU), batch 32",
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": True, "leak_bytes_per_iteration": mlp_parameter_bytes(LEAK_GRADS_SIZES),
+        "kept_tensor": {"shape": "one clone of each parameter's gradient (6 tensors)", "dtype": "float32",
+                        "numel": mlp_parameter_bytes(LEAK_GRADS_SIZES) // 4,
+                        "what": "[p.grad.clone() for p in model.parameters()], appended to a list after backward"},
+        "description": "MLP training that keeps a copy of every gradient each iteration, 6 iterations, each a "
+                       "ProfilerStep#N range: a real leak of the parameters' total bytes per iteration"}),
+    "loops2_resnet_like_sgdm_none_3": (loop2_resnet18_sgdm_none, 3, False, {
+        "model": "torchvision resnet18, 10 classes, batch 4 at 32x32",
+        "optimizer": "SGD lr 0.01 momentum 0.9 (buffers made by the first recorded step)",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "resnet18 training with SGD momentum made fresh in the recording; iteration 1 makes "
+                       "gradients and momentum buffers: one-time growth, no leak"}),
+    "loops2_mlp_cache_every_other_6": (loop2_mlp_cache_every_other, 6, False, {
+        "model": "MLP 200-100-10 (ReLU), batch 16",
+        "optimizer": "SGD lr 0.01",
+        "zero_grad": {"set_to_none": True, "position": "top"},
+        "one_time_growth": {"iteration": 2, "bytes": CACHE_NUMEL * 4,
+                            "what": "cache['x'] = torch.empty(131072) in iterations 2 and 4 (1-based), the same "
+                                    "key: iteration 4's replaces iteration 2's, which is freed (net 0 there)"},
+        "leaks": False, "leak_bytes_per_iteration": 0,
+        "description": "MLP training that caches 512 KiB under one dict key in iterations 2 and 4: one-time "
+                       "growth of 512 KiB overall, not a leak"}),
+}
+
+# Every loop either group holds, for --loop NAME.
+ALL_LOOPS = {**LOOPS, **LOOPS2}
+
+
+def loop_split(names):
+    """The fixed rule of loops/SPLIT.md: sorted names numbered from 1, the even ones "test"."""
+    return {name: ("test" if i % 2 == 0 else "tuning") for i, name in enumerate(sorted(names), 1)}
+
+
+def record_loop(name, out):
+    """Records one loop (in this fresh process); returns its facts, measured from the events."""
+    import time
+
+    builder, iterations, profiler_steps, facts = ALL_LOOPS[name]
+    torch.manual_seed(0)
+    step = builder()
+    marks = []
+
+    def marked():
+        step()
+        marks.append(time.time_ns())  # where the next iteration begins
+
+    roots = record(marked, iterations, profiler_steps=profiler_steps)
+    path = os.path.join(out, name + ".json.gz")
+    write_trace(path, roots, name.replace("_", " "))
+    events = []
+
+    def walk(event):
+        if event.tag == _EventType.Allocation:
+            f = event.extra_fields
+            events.append((event.start_time_ns, f.alloc_size, f.total_allocated))
+        for child in event.children:
+            walk(child)
+
+    for root in roots:
+        walk(root)
+    events.sort(key=lambda e: e[0])
+    if len(marks) != iterations:
+        raise SystemExit(f"{name}: {len(marks)} iteration marks")
+    per = [[] for _ in marks]
+    for event in events:
+        # Events after the last mark (the last ProfilerStep's own exit) are the last iteration's.
+        per[sum(1 for m in marks[:-1] if m <= event[0])].append(event)
+    running = events[0][2] - events[0][1]
+    for _, size, total in events:  # the running total is exact (see the docstring)
+        running += size
+        if running != total:
+            raise SystemExit(f"{name}: Total Allocated {total} is not the running sum {running}")
+    facts = dict(facts)
+    facts.update({
+        "name": name, "file": name + ".json.gz", "iterations": iterations, "profiler_steps": profiler_steps,
+        "measured": {
+            "memory_events": len(events),
+            "memory_events_per_iteration": [len(p) for p in per],
+            "total_allocated_before": [p[0][2] - p[0][1] for p in per],
+            "total_allocated_at_end": events[-1][2],
+            "net_bytes_per_iteration": [sum(e[1] for e in p) for p in per],
+        },
+    })
+    net = facts["measured"]["net_bytes_per_iteration"]
+    growth = set(net[1:])
+    if facts["leaks"]:
+        if len(growth) != 1 or not net[1] > 0:
+            raise SystemExit(f"{name}: a leak that does not grow steadily: {net}")
+        if facts["leak_bytes_per_iteration"] is None:
+            facts["leak_bytes_per_iteration"] = net[1]
+        elif facts["leak_bytes_per_iteration"] != net[1]:
+            raise SystemExit(f"{name}: leaks {net[1]} bytes per iteration, not {facts['leak_bytes_per_iteration']}")
+    else:
+        once = facts.get("one_time_growth")
+        rest = [n for i, n in enumerate(net[1:], 2) if not once or i != once["iteration"]]
+        if any(rest):
+            raise SystemExit(f"{name}: grows after its first iteration without leaking? {net}")
+        if once and net[once["iteration"] - 1] != once["bytes"]:
+            raise SystemExit(f"{name}: iteration {once['iteration']} grows by {net[once['iteration'] - 1]}")
+    facts["leak_measured_by"] = LOOP_MEASUREMENT
+    return facts
+
+
+def check_loop_file(path):
+    """Reads a written trace back: its [memory] events and ProfilerStep spans."""
+    with gzip.open(path, "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"]
+    memory = sum(1 for e in events if e.get("name") == "[memory]")
+    steps = sum(1 for e in events if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"))
+    return memory, steps
+
+
+def loops_split_md(names, split):
+    """loops/SPLIT.md: the fixed rule of loop_split and its table."""
+    text = ("# Split of the loop recordings\n\n"
+            "A fixed rule, applied by `tools/record_trace.py --only loops` (`loop_split`): sort the\n"
+            "recordings' names with Python's `sorted()`, number them from 1; the even-numbered\n"
+            "(2, 4, 6, ...) are \"test\", the others \"tuning\". Tune on \"tuning\" only.\n\n"
+            "| # | name | split |\n|---|---|---|\n")
+    for i, name in enumerate(sorted(names), 1):
+        text += f"| {i} | {name} | {split[name]} |\n"
+    return text
+
+
+def loops2_split(names):
+    """loops2 is a held-out test set: every recording "test"."""
+    return {name: "test" for name in names}
+
+
+def loops2_split_md(names, split):
+    """loops2/SPLIT.md: the whole folder is a held-out test set."""
+    text = ("# Split of the loops2 recordings\n\n"
+            "The whole folder is a held-out test set: every recording is \"test\", none is \"tuning\".\n"
+            "These loops (`tools/record_trace.py --only loops2`) were recorded after the leak\n"
+            "detector was changed, to check it on models and loop shapes it was not tuned on. They\n"
+            "were never used for tuning, and must not be: do not adjust the detector, its thresholds\n"
+            "or its tests' expectations to fit them; tune on the \"tuning\" recordings of `../loops/`\n"
+            "only, and report results on this folder as they come.\n\n"
+            "| # | name | split |\n|---|---|---|\n")
+    for i, name in enumerate(sorted(names), 1):
+        text += f"| {i} | {name} | {split[name]} |\n"
+    return text
+
+
+# --only GROUP: (table, folder, split rule, SPLIT.md writer, what an iteration is).
+LOOP_GROUPS = {
+    "loops": (LOOPS, LOOPS_DIR, loop_split, loops_split_md,
+              "one call of the loop's step function: (zero_grad,) forward, backward, optimizer step "
+              "(loop_mlp_accum_4: two micro-batches, then the step)"),
+    "loops2": (LOOPS2, LOOPS2_DIR, loops2_split, loops2_split_md,
+               "one call of the loop's step function: (zero_grad,) forward, backward, optimizer step "
+               "(loops2_cnn_accum3_3: three micro-batches, then the step)"),
+}
+
+
+def record_loops(out, group="loops"):
+    import subprocess
+
+    table, folder_name, split_rule, split_md, iteration = LOOP_GROUPS[group]
+    folder = os.path.join(out, folder_name)
+    os.makedirs(folder, exist_ok=True)
+    split = split_rule(table)
+    facts = []
+    for name in table:
+        run = subprocess.run([sys.executable, os.path.abspath(__file__), "--loop", name, "--out", folder],
+                             check=True, stdout=subprocess.PIPE, text=True)
+        sys.stdout.write("".join(l + "\n" for l in run.stdout.splitlines() if not l.startswith("FACTS ")))
+        [line] = [l for l in run.stdout.splitlines() if l.startswith("FACTS ")]
+        fact = json.loads(line[len("FACTS "):])
+        memory, steps = check_loop_file(os.path.join(folder, fact["file"]))
+        if memory != fact["measured"]["memory_events"] or steps != (fact["iterations"] if fact["profiler_steps"] else 0):
+            raise SystemExit(f"{name}: the file holds {memory} [memory] events and {steps} ProfilerStep spans")
+        fact["split"] = split[name]
+        order = ["name", "file", "model", "optimizer", "zero_grad", "iterations", "profiler_steps", "leaks",
+                 "leak_bytes_per_iteration", "split", "description"]
+        facts.append({**{k: fact[k] for k in order}, **{k: v for k, v in fact.items() if k not in order}})
+    facts.sort(key=lambda f: f["name"])
+    with open(os.path.join(folder, "FACTS.json"), "w") as f:
+        json.dump({
+            "recorded_by": f"tools/record_trace.py --only {group}",
+            "torch": torch.__version__,
+            "device": "cpu (host memory), one intra-op thread, torch.manual_seed(0) before each loop",
+            "iteration": iteration,
+            "split_rule": "see SPLIT.md",
+            "leak_measurement": LOOP_MEASUREMENT,
+            "recordings": facts,
+        }, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(folder, "SPLIT.md"), "w") as f:
+        f.write(split_md(table, split))
+    print(f"{folder}: FACTS.json and SPLIT.md for {len(facts)} loops")
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16", "vit_b16_3iter", "inference",
-                                           "transformer_4iter"],
+                                           "transformer_4iter", "loops", "loops2"],
                         help="record one newer trace only (see below)")
     parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
                         help="output directory (default: tests/data/traces)")
+    # --only loops (loops2) runs this script again, once per loop, with --loop NAME.
+    parser.add_argument("--loop", choices=sorted(ALL_LOOPS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     # One intra-op thread: every allocation on the main thread, in a
@@ -341,6 +1101,12 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     out = os.path.normpath(args.out)
+    if args.loop:
+        print("FACTS " + json.dumps(record_loop(args.loop, out)))
+        return 0
+    if args.only in LOOP_GROUPS:
+        record_loops(out, args.only)
+        return 0
     if args.only == "resnet18_adamw":
         # Three iterations, AdamW (its two state tensors per parameter are
         # allocated in the first step only), with Python stacks.

@@ -218,8 +218,8 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
       out += fmt::format("  the first is {} allocations, {} fewer\n", count(it.first_iteration_allocations),
                          count(it.period - it.first_iteration_allocations));
     std::string levels;
-    for (std::int64_t v : it.live_after) levels += (levels.empty() ? "" : ", ") + bytes(v);
-    out += "  live after each: " + levels + "\n";
+    for (std::int64_t v : it.live_at_trough) levels += (levels.empty() ? "" : ", ") + bytes(v);
+    out += "  live at each one's lowest point: " + levels + "\n";
     if (it.shape == "steady growth")
       out += fmt::format("  steady growth: {} more per iteration (a leak that grows every step)\n",
                          bytes(it.growth_per_iteration));
@@ -228,6 +228,8 @@ std::string render_trace_stats_text(const trace::TraceStats& s, const std::strin
                          it.step_iteration + 1);
     else
       out += "  flat: nothing accumulates from one iteration to the next\n";
+    for (const auto& g : it.growing)
+      out += fmt::format("    stays: {:>12}  {} allocation(s)  {}\n", bytes(g.bytes), count(g.count), g.label);
   } else {
     out += "Iterations: no repetition found\n";
   }
@@ -272,7 +274,8 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
                        {"first_allocation", it.first_allocation},
                        {"first_iteration_allocations", it.first_iteration_allocations},
                        {"count", it.iterations},
-                       {"live_bytes_after", it.live_after},
+                       {"live_bytes_at_trough", it.live_at_trough},
+                       {"growing_by_context", by_context_json(it.growing)},
                        {"shape", it.shape},
                        {"growth_bytes", it.growth_per_iteration},
                        {"found_from", it.from_profiler_steps ? "profiler-steps" : "repetition"}};

@@ -30,7 +30,8 @@ bool multiple_of(std::size_t gap, std::size_t period) {
 // The distance between iterations that a run's occurrences show, or 0 when
 // they are not regular: the median of the gaps after the first, every one
 // of them a multiple of it; the first gap (the first iteration) may be up
-// to 3x as long.
+// to 3x as long, or half as long (a first step that allocates less: a
+// recorded encoder's, 172 allocations against 226).
 std::size_t gap_of(const std::vector<std::size_t>& at) {
   if (at.size() == 2) return at[1] - at[0];
   std::vector<std::size_t> later;
@@ -40,7 +41,7 @@ std::size_t gap_of(const std::vector<std::size_t>& at) {
   for (std::size_t g : later)
     if (!multiple_of(g, m)) return 0;
   const std::size_t first = at[1] - at[0];
-  if (first * 10 < m * 9 || first > m * 3) return 0;
+  if (first * 2 < m || first > m * 3) return 0;
   return m;
 }
 

@@ -2,6 +2,7 @@
 #include "gpumem/trace/trace_stats.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -58,29 +59,49 @@ std::uint64_t key_of(const Allocation& a) {
   return static_cast<std::uint64_t>(a.size) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t{a.context} << 1);
 }
 
-// Classifies the live bytes left after each iteration. Changes under 1% of
-// what one iteration allocates count as noise: the level itself may be
-// mostly memory from before the trace.
+// Classifies the troughs of the iterations. Changes under 1% of what one
+// iteration allocates count as noise: the level itself may be mostly memory
+// from before the trace. A leak is growth that repeats: between at least two
+// pairs of troughs, in at least half of them, and not given back (drops
+// would cancel it: the troughs of gradient accumulation's micro-steps rise
+// and fall). Growth once (optimizer states made in the first step, a cache
+// warming up) is a step.
 void classify(IterationReport& r, std::int64_t bytes_per_iteration) {
-  if (r.live_after.size() < 2) {
+  const std::vector<std::int64_t>& level = r.live_at_trough;
+  if (level.size() < 2) {
     r.shape = "flat";
     return;
   }
   std::vector<std::int64_t> deltas;
-  for (std::size_t i = 1; i < r.live_after.size(); ++i) deltas.push_back(r.live_after[i] - r.live_after[i - 1]);
+  for (std::size_t i = 1; i < level.size(); ++i) deltas.push_back(level[i] - level[i - 1]);
   const std::int64_t noise = std::max<std::int64_t>(bytes_per_iteration / 100, 1);
   std::size_t growing = 0;
   std::size_t biggest = 0;
+  std::int64_t dropped = 0;
   for (std::size_t i = 0; i < deltas.size(); ++i) {
     if (deltas[i] > noise) ++growing;
+    if (deltas[i] < -noise) dropped -= deltas[i];
     if (deltas[i] > deltas[biggest]) biggest = i;
   }
-  const std::int64_t total = r.live_after.back() - r.live_after.front();
-  if (total <= noise) {
-    r.shape = "flat";
-  } else if (growing * 2 >= deltas.size() && deltas.size() >= 2) {
+  const std::int64_t total = level.back() - level.front();
+  // The same growth, exactly, between the last three troughs or more: a
+  // leak however small (a 0-dim loss kept each step), not noise.
+  std::size_t same = 0;
+  while (same < deltas.size() && deltas[deltas.size() - 1 - same] > 0 &&
+         deltas[deltas.size() - 1 - same] == deltas.back())
+    ++same;
+  if (same >= 3) {
     r.shape = "steady growth";
-    r.growth_per_iteration = total / static_cast<std::int64_t>(deltas.size());
+    r.growth_per_iteration = deltas.back();
+  } else if (total <= noise) {
+    r.shape = "flat";
+  } else if (growing >= 2 && growing * 2 >= deltas.size() && dropped * 2 < total) {
+    r.shape = "steady growth";
+    // The median step: what the first iteration sets up once (optimizer
+    // states, gradients) would skew a mean.
+    std::vector<std::int64_t> sorted = deltas;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+    r.growth_per_iteration = sorted[sorted.size() / 2];
   } else {
     r.shape = "step";
     r.growth_per_iteration = deltas[biggest];
@@ -230,8 +251,9 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
     r.first_iteration_allocations = (r.iterations > 1 ? split.starts[1] : split.end) - split.starts.front();
     r.period_events = event_at(split.end) - event_at(last);
     for (std::size_t i = last; i < split.end; ++i) r.bytes_per_iteration += lifetimes.allocations[i].size;
-    // Live bytes just before the first allocation of each next iteration
-    // (and at the end of the last).
+    // Each iteration's trough: the least live from just before its first
+    // allocation to just before the next iteration's (the last: to the end
+    // of its span).
     std::vector<std::int64_t> live_before(trace.events.size() + 1);
     std::int64_t running = lifetimes.baseline;
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
@@ -239,11 +261,53 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
       running += delta_at[i];
     }
     live_before[trace.events.size()] = running;
-    for (std::size_t k = 1; k <= r.iterations; ++k)
-      r.live_after.push_back(live_before[event_at(k < r.iterations ? split.starts[k] : split.end)]);
+    for (std::size_t k = 0; k < r.iterations; ++k) {
+      const std::size_t begin = event_at(split.starts[k]);
+      const std::size_t end = std::max(begin, event_at(k + 1 < r.iterations ? split.starts[k + 1] : split.end));
+      std::size_t low = begin;
+      for (std::size_t e = begin; e <= end && e < live_before.size(); ++e) {
+        if (live_before[e] < live_before[low]) low = e;
+      }
+      r.trough_events.push_back(low);
+      r.live_at_trough.push_back(live_before[low]);
+    }
   }
   if (r.iterations < 2) r = IterationReport{};  // one iteration shows no growth
   classify(r, r.bytes_per_iteration);
+  if (r.shape == "steady growth" || r.shape == "step") {
+    // What grows: per label, live at one trough less live at an earlier one
+    // (what one iteration hands to the next, such as its gradients, is
+    // there at both).
+    // Steady growth: from the second trough (the first iteration also sets
+    // up what it keeps once); a step: across it.
+    const std::size_t from = r.shape == "step" ? r.step_iteration : (r.trough_events.size() > 2 ? 1 : 0);
+    const std::size_t to = r.shape == "step" ? r.step_iteration + 1 : r.trough_events.size() - 1;
+    const auto all = std::numeric_limits<std::size_t>::max();
+    std::unordered_map<std::string, ContextBytes> at_first;
+    for (auto& c : live_by_label(trace, lifetimes, r.trough_events[from], all)) at_first[c.label] = c;
+    // Counted: the allocations of that label made in between that are
+    // still live.
+    const std::size_t from_event = r.trough_events[from], to_event = r.trough_events[to];
+    std::unordered_map<std::string, ContextBytes> made;
+    for (auto& c : by_label(
+             trace, lifetimes,
+             [&](const Allocation& a) {
+               return a.alloc_event > from_event && a.alloc_event <= to_event &&
+                      (a.free_event == kNeverFreed || a.free_event > to_event);
+             },
+             all))
+      made[c.label] = c;
+    for (auto c : live_by_label(trace, lifetimes, to_event, all)) {
+      const auto before = at_first.find(c.label);
+      if (before != at_first.end()) c.bytes -= before->second.bytes;
+      const auto fresh = made.find(c.label);
+      c.count = fresh != made.end() ? fresh->second.count : 0;
+      if (c.bytes > 0) r.growing.push_back(c);
+    }
+    std::sort(r.growing.begin(), r.growing.end(),
+              [](const ContextBytes& a, const ContextBytes& b) { return a.bytes > b.bytes; });
+    if (r.growing.size() > 10) r.growing.resize(10);
+  }
   s.segments = segment_state(trace, lifetimes.device);
   s.ooms = oom_reports(trace, lifetimes);
   return s;

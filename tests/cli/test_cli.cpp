@@ -195,7 +195,7 @@ TEST(Cli, TraceStatsJsonOnARealTrace) {
   const CliRun r = run("trace stats " + trace_file("resnet18_train.json") + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
-  EXPECT_EQ(doc["schema_version"], 1);
+  EXPECT_EQ(doc["schema_version"], 2);
   EXPECT_EQ(doc["format"], "chrome-trace");
   EXPECT_EQ(doc["peak_allocated_bytes"], doc["source_peak_allocated_bytes"]);
   EXPECT_GT(doc["never_freed"]["allocations"].get<int>(), 0);

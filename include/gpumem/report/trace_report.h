@@ -10,7 +10,7 @@
 
 namespace gpumem {
 
-inline constexpr int kTraceStatsSchemaVersion = 1;
+inline constexpr int kTraceStatsSchemaVersion = 2;  // 2: live_bytes_at_trough (1: live_bytes_after)
 // 2: peak_allocated_bytes/peak_allocated_event became traced_peak_bytes/
 // traced_peak_event (they never counted the baseline), baseline_bytes added.
 inline constexpr int kReplaySchemaVersion = 2;

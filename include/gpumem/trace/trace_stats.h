@@ -41,12 +41,20 @@ struct IterationReport {
   std::size_t first_iteration_allocations = 0;  // more than period when it sets up state
   std::size_t period_events = 0;                // trace events in the last complete iteration
   std::int64_t bytes_per_iteration = 0;         // allocated in the last complete iteration
-  // Bytes still live (trace allocations, baseline included) at the end of
-  // each iteration.
-  std::vector<std::int64_t> live_after;
-  std::string shape;                      // "flat", "steady growth", "step"
-  std::int64_t growth_per_iteration = 0;  // steady: the mean; step: the step
-  std::size_t step_iteration = 0;         // step: the iteration (0-based) after which it grew
+  // Bytes live (trace allocations, baseline included) at each iteration's
+  // trough: its lowest point, where its own temporaries and the previous
+  // step's gradients are gone. The same point of every iteration, wherever
+  // the loop frees what (zero_grad at the top or the end, accumulation),
+  // and what the Prometheus leak rule watches (min_over_time of allocated
+  // bytes); never the end of the recording.
+  std::vector<std::int64_t> live_at_trough;
+  std::vector<std::size_t> trough_events;  // where each trough is
+  std::string shape;                       // "flat", "steady growth", "step"
+  std::int64_t growth_per_iteration = 0;   // steady: the median step between troughs; step: the step
+  std::size_t step_iteration = 0;          // step: the iteration (0-based) after which it grew
+  // What grows, by label, largest first, up to 10: steady growth, from the
+  // second trough to the last; a step, across it.
+  std::vector<ContextBytes> growing;
 };
 
 // The allocator's state that a PyTorch snapshot's segments describe, for

@@ -118,15 +118,15 @@ std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats
                  {"growth per iteration", bytes(it.growth_per_iteration)}});
       html::LineChart left;
       left.id = "iterations";
-      left.title = "Bytes still live at the end of each iteration (a leak grows here)";
+      left.title = "Bytes live at each iteration's lowest point (a leak grows here)";
       left.x_label = "iteration";
       left.y_label = "bytes";
       html::Series s;
-      s.name = "live after the iteration";
-      for (std::size_t i = 0; i < it.live_after.size(); ++i) {
+      s.name = "live at the trough";
+      for (std::size_t i = 0; i < it.live_at_trough.size(); ++i) {
         s.x.push_back(static_cast<double>(i));
-        s.low.push_back(static_cast<double>(it.live_after[i]));
-        s.high.push_back(static_cast<double>(it.live_after[i]));
+        s.low.push_back(static_cast<double>(it.live_at_trough[i]));
+        s.high.push_back(static_cast<double>(it.live_at_trough[i]));
       }
       left.series.push_back(std::move(s));
       doc.line_chart(left);
