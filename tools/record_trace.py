@@ -7,6 +7,7 @@ Run by hand, not by CI (Debian's python3-torch 1.13 and python3-torchvision
     /usr/bin/python3 tools/record_trace.py            # rewrites tests/data/traces/*.json
     /usr/bin/python3 tools/record_trace.py --out DIR  # somewhere else
     /usr/bin/python3 tools/record_trace.py --only loops  # tests/data/traces/loops/
+    /usr/bin/python3 tools/record_trace.py --only loops2  # tests/data/traces/loops2/
 
 Each trace is two training iterations (forward, backward, optimizer step)
 under PyTorch's profiler with profile_memory on:
@@ -73,6 +74,37 @@ under PyTorch's profiler with profile_memory on:
     loop_cnn_leak_hidden_5.json.gz  a 2-conv CNN, batch 16 at 16x16, SGD,
                           5 ProfilerSteps, each keeping its detached
                           16x16x16x16 feature map (leaks 256 KiB a step)
+  loops2/*.json.gz        (--only loops2) a held-out test set of 8 more
+                          loops, recorded after the leak detector was
+                          changed and never used to tune it (every one
+                          "test", see loops2/SPLIT.md), other models and
+                          loop shapes, recorded and measured as loops/ (own
+                          loops2/FACTS.json, same schema):
+    loops2_vgg_like_adamw_none_4.json.gz  VGG-style CNN (3 conv+BN+ReLU
+                          blocks, 8-16-32 channels), batch 8 at 24x24,
+                          AdamW warmed up before recording, set_to_none at
+                          the top, 4 iterations (no leak)
+    loops2_gru_sgd_zero_5.json.gz  2-layer GRU (32 in, 64 hidden), batch 8
+                          x 10 steps, linear head, SGD, zero_grad(set_to_
+                          none=False) at the end, 5 ProfilerSteps (no leak)
+    loops2_mlp_leak_logits_5.json.gz  MLP 128-256-10, batch 32, SGD, a copy
+                          of each iteration's logits kept (leaks 1280 bytes
+                          a step)
+    loops2_decoder_adam_fresh_4.json.gz  causal decoder LM (2-layer
+                          TransformerEncoder under a causal mask, d_model 64,
+                          vocab 200), batch 4 x 24, fresh Adam, set_to_none
+                          at the top, 4 ProfilerSteps (no leak)
+    loops2_cnn_accum3_3.json.gz  a small CNN, SGD, 3 micro-batches per
+                          step, 3 steps, set_to_none after each (no leak)
+    loops2_mlp_leak_grads_6.json.gz  MLP 64-128-64-10, SGD, a clone of
+                          every gradient kept each step, 6 ProfilerSteps
+                          (leaks the parameters' 68,904 bytes a step)
+    loops2_resnet_like_sgdm_none_3.json.gz  resnet18, batch 4 at 32x32,
+                          fresh SGD momentum, set_to_none at the top, 3
+                          iterations (no leak)
+    loops2_mlp_cache_every_other_6.json.gz  MLP 200-100-10, SGD, 512 KiB
+                          cached under one key in iterations 2 and 4 (one-
+                          time growth, no leak)
 
 The files have the layout of torch.profiler's Chrome trace export (Kineto's
 JSON): {"schemaVersion": 1, "traceEvents": [...]} where operators are "X"
@@ -697,10 +729,16 @@ class GRUClassifier(torch.nn.Module):
         return self.head(out[:, -1])
 
 
+# 10 time steps, not 20: on CPU torch 1.13 runs the GRU cell by cell (about
+# 47 memory events per step and layer, forward and backward), and at 20 steps
+# the 5-iteration file is 257 KB; at 10 it stays under 150 KB.
+GRU_STEPS = 10
+
+
 def loop2_gru_sgd_zero():
     model = GRUClassifier()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    sequences = torch.randn(8, 20, 32)
+    sequences = torch.randn(8, GRU_STEPS, 32)
     labels = torch.randint(0, 10, (8,))
     return plain_loop(model, optimizer, sequences, labels, False, False)
 
@@ -850,7 +888,8 @@ LOOPS2 = {
         "description": "VGG-style CNN with BatchNorm, AdamW warmed up before recording, gradients freed at the "
                        "top of each iteration and made again by backward: no leak"}),
     "loops2_gru_sgd_zero_5": (loop2_gru_sgd_zero, 5, True, {
-        "model": "nn.GRU(32, 64, num_layers=2, batch_first) + Linear(64, 10) on the last step; batch 8 x 20 steps",
+        "model": f"nn.GRU(32, 64, num_layers=2, batch_first) + Linear(64, 10) on the last step; "
+                 f"batch 8 x {GRU_STEPS} steps",
         "optimizer": "SGD lr 0.01",
         "zero_grad": {"set_to_none": False, "position": "end"},
         "leaks": False, "leak_bytes_per_iteration": 0,

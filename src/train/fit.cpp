@@ -104,9 +104,12 @@ std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, i
 // SHARD_GRAD_OP move the same, reduce-scatter plus all-gather), 3P when
 // the parameters are gathered in forward and again in backward (ZeRO-3,
 // FULL_SHARD): Rajbhandari et al., "ZeRO", SC 2020, section 7.
-// Offloading costs the most: PCIe traffic every step, the optimizer step on
-// the CPU; the parameters too (ZeRO-3's offload_param) cost one rank more.
-constexpr int kOffloadRank = 4, kMaxRank = kOffloadRank + 1;
+// A rank is offloading first (none; the optimizer states; the parameters
+// too), then communication (DDP's; the same volume; parameters gathered;
+// pipeline stages): offloading costs the most, PCIe traffic every step and
+// the optimizer step on the CPU.
+constexpr int kCommunicationRanks = 4;
+constexpr int kOffloadRank = kCommunicationRanks, kMaxRank = 3 * kCommunicationRanks - 1;
 
 std::pair<int, std::string> sharding_cost(const ShardingPlan& p, uint64_t weight_bytes, int gpus) {
   const bool offload = p.zero.offload_optimizer || p.zero.offload_param;
@@ -115,18 +118,20 @@ std::pair<int, std::string> sharding_cost(const ShardingPlan& p, uint64_t weight
   std::string words;
   int rank = 0;
   if (p.engine == "pipeline") {
-    rank = 3;
+    rank = 3;  // a bubble, and the model cut into stages
     words =
         fmt::format("{} stages: activations sent between stages, a pipeline bubble of {} micro-batch slot(s) per step",
                     gpus, gpus - 1);
-  } else if (gpus > 1) {
+  } else {
     rank = gathers ? 2 : p.engine == "ddp" ? 0 : 1;
+  }
+  if (p.engine != "pipeline" && gpus > 1) {
     words =
         fmt::format("{} per GPU per step ({}P{})", format_bytes((gathers ? 3 : 2) * weight_bytes), gathers ? 3 : 2,
                     gathers ? ": parameters gathered in forward and in backward, 1.5x DDP's" : ", as DDP's all-reduce");
   }
   if (offload) {
-    rank = p.zero.offload_param ? kMaxRank : kOffloadRank;
+    rank += (p.zero.offload_param ? 2 : 1) * kCommunicationRanks;
     words += std::string(words.empty() ? "" : "; ") +
              "the optimizer step on the CPU, gradients and parameters over PCIe every step";
   }

@@ -229,3 +229,29 @@ TEST(FitMicroBatches, TheLargestMicroBatchThatFitsKeepsTheBatch) {
 
 }  // namespace
 }  // namespace gpumem::train
+
+namespace gpumem::train {
+namespace {
+
+// One GPU: offloading comes last, the optimizer states before the
+// parameters, and ZeRO-2 (which gathers nothing) before ZeRO-3.
+TEST(FitOnGpus, OffloadOnOneGpuMovesTheLeastThatFits) {
+  const std::string bert = std::string(GPUMEM_SOURCE_DIR) + "/examples/models/bert_base.onnx";
+  FitRequest request;
+  request.keep = {Lever::kPrecision, Lever::kOptimizer};
+  request.options.model.load.batch = 8;
+  request.budget = 2500u << 20;
+  FitResult fit = fit_training(bert, request);
+  ASSERT_TRUE(fit.sharding.has_value());
+  EXPECT_EQ(fit.sharding->setting, "zero2 offload_optimizer");
+  request.options.model.load.batch = 1;
+  request.budget = 2u << 30;
+  fit = fit_training(bert, request);
+  ASSERT_TRUE(fit.sharding.has_value());
+  EXPECT_EQ(fit.sharding->setting, "zero3 offload_optimizer offload_param");  // nothing less fits
+  request.keep.insert(Lever::kOffload);
+  EXPECT_FALSE(fit_training(bert, request).fits);
+}
+
+}  // namespace
+}  // namespace gpumem::train
