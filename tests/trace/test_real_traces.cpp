@@ -139,9 +139,11 @@ TEST_P(EveryRealTrace, GpumemReservesNoMoreThanPytorchAndExpandableNoMoreThanGpu
   // missed there (issue 29: the default allocator against PyTorch's policy
   // on unseen traces). Bounded at what they measure, so they cannot grow
   // unnoticed; the goal is 1.0.
-  static const std::map<std::string, double> known_misses = {{"train/m_mobilenet_v2_o13.trace.json.gz", 1.084},
-                                                             {"train/m_resnet18_o11.trace.json.gz", 1.022},
-                                                             {"train/m_resnet18_o13.trace.json.gz", 1.029}};
+  static const std::map<std::string, double> known_misses = {
+      {"train/m_mobilenet_v2_o13.trace.json.gz", 1.084},
+      {"train/m_resnet18_o11.trace.json.gz", 1.022},
+      {"train/m_resnet18_o13.trace.json.gz", 1.029},
+      {"traces/loops/loop_resnet18_sgdm_zero_4.json.gz", 1.014}};  // recorded for issue 29: 148 MiB against 146
   const auto miss = known_misses.find(GetParam());
   const double bound = miss == known_misses.end() ? 1.0 : miss->second;
   EXPECT_LE(static_cast<double>(reserved.at("gpumem")), bound * static_cast<double>(reserved.at("pytorch")));
@@ -149,8 +151,9 @@ TEST_P(EveryRealTrace, GpumemReservesNoMoreThanPytorchAndExpandableNoMoreThanGpu
 }
 
 // Every real trace bundled, found as bench/default_vs_pytorch.sh finds them
-// (traces/*_train.json, traces/*.json.gz, train/*.trace.json.gz), so a trace
-// added there is held to the goal without anyone listing it again.
+// (traces/*_train.json, traces/*.json.gz, traces/loops*/*.json.gz,
+// train/*.trace.json.gz), so a trace added there is held to the goal without
+// anyone listing it again.
 std::vector<std::string> every_real_trace() {
   namespace fs = std::filesystem;
   const fs::path data = fs::path(GPUMEM_SOURCE_DIR) / "tests" / "data";
@@ -162,6 +165,12 @@ std::vector<std::string> every_real_trace() {
     const std::string name = e.path().filename().string();
     if (ends_with(name, "_train.json") || ends_with(name, ".json.gz")) found.push_back("traces/" + name);
   }
+  for (const char* loops : {"loops", "loops2"}) {
+    for (const auto& e : fs::directory_iterator(data / "traces" / loops)) {
+      const std::string name = e.path().filename().string();
+      if (ends_with(name, ".json.gz")) found.push_back(std::string("traces/") + loops + "/" + name);
+    }
+  }
   for (const auto& e : fs::directory_iterator(data / "train")) {
     const std::string name = e.path().filename().string();
     if (ends_with(name, ".trace.json.gz")) found.push_back("train/" + name);
@@ -172,7 +181,7 @@ std::vector<std::string> every_real_trace() {
 
 TEST(EveryRealTraceList, FindsTheRecordedTrainingAndInferenceTraces) {
   const std::vector<std::string> all = every_real_trace();
-  EXPECT_GE(all.size(), 19u);  // as many as when the goal was set
+  EXPECT_GE(all.size(), 63u);  // as many as issue 29's corpus
   for (const char* t : {"traces/vit_b16_adamw_2iter.json.gz", "traces/bert_infer_dynamic.json.gz",
                         "traces/resnet50_infer_batches.json.gz", "train/resnet18_sgd_ckpt.trace.json.gz"})
     EXPECT_NE(std::find(all.begin(), all.end(), t), all.end()) << t;
