@@ -213,8 +213,12 @@ void micro_batches(const std::string& path, const FitRequest& request, const Can
   }
 }
 
-// The changes for one batch: precision and optimizer first (when allowed),
-// then checkpointing, each judged by what the device holds.
+// The changes for one batch, cheapest first and each only when allowed
+// (--keep): the optimizer's and precision's, then, with --gpus, the
+// strategies that move no more than DDP, checkpointing, the other
+// strategies, micro-batches with gradient accumulation, and CPU offload.
+// Each is judged by what the device holds (a strategy, by the engine's
+// per-GPU figures).
 FitResult fit_at(const std::string& path, const FitRequest& request, std::optional<int64_t> batch) {
   FitResult r;
   r.budget = request.budget;
