@@ -1,14 +1,21 @@
-// Issue 17's planner goal on instances with a known optimum: ten perfect
-// packings of 1,000 to 2,000 buffers (plan/perfect_packing.h: a rectangle
-// cut into pieces, so the optimum is its height), solved with a time limit
-// each. Goal: at least 9 of 10 proven optimal within 30 s each.
+// The planner on instances with a known optimum: perfect packings of 1,000
+// to 2,000 buffers (plan/perfect_packing.h: a rectangle cut into pieces, so
+// the optimum is its height), solved with a time limit each. Goal: at
+// least 9 of 10 proven optimal within 30 s each, in every family.
 //
-//   build/bench/gpumem_perfect_packings [SECONDS per instance, default 30] [INSTANCES, default 10] [ONLY]
+//   build/bench/gpumem_perfect_packings [SECONDS, default 30] [INSTANCES, default 10] [ONLY] [FAMILY] [SEEDS]
 //
-// ONLY (1 to INSTANCES) solves that instance alone, the same one as in the full run.
+// ONLY (1 to INSTANCES; 0: all) solves that instance alone, the same one as
+// in the full run. FAMILY: issue17 (guillotine, strips and staircase in
+// turn, the default), spine, pinwheel or equal-sizes (issue 29's families
+// from other generators). SEEDS: tuning (instance i has seed i, the
+// default) or test (seed 100 + i): tune the planner on the tuning seeds
+// only, and report the test seeds apart.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "gpumem/plan/perfect_packing.h"
 #include "gpumem/plan/solver.h"
@@ -19,14 +26,30 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 30.0;
   const int instances = argc > 2 ? std::atoi(argv[2]) : 10;
   const int only = argc > 3 ? std::atoi(argv[3]) : 0;
-  const CutShape shapes[] = {CutShape::kGuillotine, CutShape::kStrips, CutShape::kStaircase};
+  const char* family = argc > 4 ? argv[4] : "issue17";
+  const bool test_seeds = argc > 5 && std::strcmp(argv[5], "test") == 0;
+  std::vector<CutShape> shapes;
+  if (std::strcmp(family, "issue17") == 0) {
+    shapes = {CutShape::kGuillotine, CutShape::kStrips, CutShape::kStaircase};
+  } else if (std::strcmp(family, "spine") == 0) {
+    shapes = {CutShape::kSpine};
+  } else if (std::strcmp(family, "pinwheel") == 0) {
+    shapes = {CutShape::kPinwheel};
+  } else if (std::strcmp(family, "equal-sizes") == 0) {
+    shapes = {CutShape::kEqualSizes};
+  } else {
+    std::fprintf(stderr, "gpumem_perfect_packings: FAMILY %s: issue17, spine, pinwheel or equal-sizes\n", family);
+    return 2;
+  }
   int proven = 0;
-  std::printf("%-3s %-11s %7s %14s %14s %9s %8s\n", "#", "cut", "buffers", "optimum", "arena", "proven", "seconds");
+  std::printf("%-3s %-11s %5s %7s %14s %14s %9s %8s\n", "#", "cut", "seed", "buffers", "optimum", "arena", "proven",
+              "seconds");
   for (int i = 0; i < instances; ++i) {
     if (only != 0 && i + 1 != only) continue;
-    const CutShape shape = shapes[i % 3];
+    const CutShape shape = shapes[static_cast<std::size_t>(i) % shapes.size()];
     const std::size_t buffers = 1000 + static_cast<std::size_t>(i) * 1000 / std::max(1, instances - 1);
-    const PerfectPacking p = perfect_packing(static_cast<std::uint64_t>(i + 1), buffers, shape);
+    const std::uint64_t seed = static_cast<std::uint64_t>(i + 1) + (test_seeds ? 100 : 0);
+    const PerfectPacking p = perfect_packing(seed, buffers, shape);
     SolveOptions options;
     options.time_limit_seconds = seconds;
     const auto start = std::chrono::steady_clock::now();
@@ -34,10 +57,12 @@ int main(int argc, char** argv) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool ok = r.optimal && r.plan.arena == p.height && !validate(p.problem, r.plan.offsets);
     proven += ok;
-    std::printf("%-3d %-11s %7zu %14lld %14lld %9s %8.2f\n", i + 1, to_string(shape), p.problem.buffers.size(),
-                static_cast<long long>(p.height), static_cast<long long>(r.plan.arena), ok ? "yes" : "no", took);
+    std::printf("%-3d %-11s %5llu %7zu %14lld %14lld %9s %8.2f\n", i + 1, to_string(shape),
+                static_cast<unsigned long long>(seed), p.problem.buffers.size(), static_cast<long long>(p.height),
+                static_cast<long long>(r.plan.arena), ok ? "yes" : "no", took);
     std::fflush(stdout);
   }
-  std::printf("proven optimal: %d of %d within %.0f s each (goal: 9 of 10 within 30 s)\n", proven, instances, seconds);
+  std::printf("%s, %s seeds: proven optimal %d of %d within %.0f s each (goal: 9 of 10 within 30 s)\n", family,
+              test_seeds ? "test" : "tuning", proven, only ? 1 : instances, seconds);
   return 0;
 }

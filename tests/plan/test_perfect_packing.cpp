@@ -27,6 +27,41 @@ TEST(PerfectPacking, TheCutIsAPlanAsHighAsTheLowerBound) {
   }
 }
 
+// The families from other generators (issue 29): still plans as high as
+// the bound. The spine's sizes are 64-byte units, its times steps of 1,024
+// or 256, and a tenth to a fifth of its pieces are gone; a pinwheel has
+// pieces no straight cut separates; equal-sizes has one size.
+TEST(PerfectPacking, OtherFamiliesAreStillPerfect) {
+  for (CutShape shape : {CutShape::kSpine, CutShape::kPinwheel, CutShape::kEqualSizes}) {
+    for (std::uint64_t seed : {1u, 2u, 3u}) {
+      for (std::size_t n : {1u, 9u, 300u, 2000u}) {
+        const PerfectPacking p = perfect_packing(seed, n, shape);
+        const std::string where =
+            std::string(to_string(shape)) + " seed " + std::to_string(seed) + " n " + std::to_string(n);
+        ASSERT_FALSE(p.problem.buffers.empty()) << where;
+        EXPECT_FALSE(validate(p.problem, p.offsets).has_value()) << where;
+        EXPECT_EQ(arena_size(p.problem, p.offsets), p.height) << where;
+        EXPECT_EQ(lower_bound(p.problem), p.height) << where;
+        if (shape == CutShape::kSpine) {
+          EXPECT_GE(p.problem.buffers.size() * 10, n * 8) << where;
+          EXPECT_LE(p.problem.buffers.size() * 10, n * 12 + 10) << where;
+          std::int64_t step = 1024;
+          for (const Buffer& b : p.problem.buffers) {
+            EXPECT_EQ(b.size % 64, 0) << where;
+            if (b.lower % 1024 != 0 || b.upper % 1024 != 0) step = 256;
+          }
+          for (const Buffer& b : p.problem.buffers) EXPECT_EQ(b.lower % step + b.upper % step, 0) << where;
+        } else {
+          EXPECT_EQ(p.problem.buffers.size(), n) << where;
+        }
+        if (shape == CutShape::kEqualSizes) {
+          for (const Buffer& b : p.problem.buffers) EXPECT_EQ(b.size, p.problem.buffers.front().size) << where;
+        }
+      }
+    }
+  }
+}
+
 TEST(PerfectPacking, TheSameSeedGivesTheSameInstance) {
   const PerfectPacking a = perfect_packing(42, 300, CutShape::kStaircase);
   const PerfectPacking b = perfect_packing(42, 300, CutShape::kStaircase);
