@@ -416,13 +416,18 @@ LOOP_MEASUREMENT = (
     "0 where the loop keeps nothing from one iteration to the next.")
 
 
-def make_mlp():
+def make_mlp_of(sizes):
+    """Linear layers of these widths with ReLU between them."""
     layers = []
-    for i in range(len(MLP_SIZES) - 1):
-        layers.append(torch.nn.Linear(MLP_SIZES[i], MLP_SIZES[i + 1]))
-        if i < len(MLP_SIZES) - 2:
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
             layers.append(torch.nn.ReLU())
     return torch.nn.Sequential(*layers)
+
+
+def make_mlp():
+    return make_mlp_of(MLP_SIZES)
 
 
 def mlp_data(batches=1):
@@ -671,16 +676,6 @@ LOOPS = {
 # (record_loop, LOOP_MEASUREMENT).
 
 LOOPS2_DIR = "loops2"
-
-
-def make_mlp_of(sizes):
-    """Linear layers of these widths with ReLU between them."""
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*layers)
 
 
 def mlp_parameter_bytes(sizes):
@@ -1042,16 +1037,21 @@ def check_loop_file(path):
     return memory, steps
 
 
-def loops_split_md(names, split):
-    """loops/SPLIT.md: the fixed rule of loop_split and its table."""
-    text = ("# Split of the loop recordings\n\n"
-            "A fixed rule, applied by `tools/record_trace.py --only loops` (`loop_split`): sort the\n"
-            "recordings' names with Python's `sorted()`, number them from 1; the even-numbered\n"
-            "(2, 4, 6, ...) are \"test\", the others \"tuning\". Tune on \"tuning\" only.\n\n"
-            "| # | name | split |\n|---|---|---|\n")
+def split_table(names, split):
+    """A SPLIT.md's table: the names sorted, numbered from 1, with their halves."""
+    text = "| # | name | split |\n|---|---|---|\n"
     for i, name in enumerate(sorted(names), 1):
         text += f"| {i} | {name} | {split[name]} |\n"
     return text
+
+
+def loops_split_md(names, split):
+    """loops/SPLIT.md: the fixed rule of loop_split and its table."""
+    return ("# Split of the loop recordings\n\n"
+            "A fixed rule, applied by `tools/record_trace.py --only loops` (`loop_split`): sort the\n"
+            "recordings' names with Python's `sorted()`, number them from 1; the even-numbered\n"
+            "(2, 4, 6, ...) are \"test\", the others \"tuning\". Tune on \"tuning\" only.\n\n"
+            + split_table(names, split))
 
 
 def loops2_split(names):
@@ -1068,9 +1068,7 @@ def loops2_split_md(names, split):
             "were never used for tuning, and must not be: do not adjust the detector, its thresholds\n"
             "or its tests' expectations to fit them; tune on the \"tuning\" recordings of `../loops/`\n"
             "only, and report results on this folder as they come.\n\n"
-            "| # | name | split |\n|---|---|---|\n")
-    for i, name in enumerate(sorted(names), 1):
-        text += f"| {i} | {name} | {split[name]} |\n"
+            + split_table(names, split))
     return text
 
 

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gpumem/common/units.h"
 #include "gpumem/report/fit_report.h"
@@ -63,14 +64,8 @@ std::string render_fit_text(const train::FitResult& f) {
     line();
     line(fmt::format("Checkpoint  {} segment(s) with torch.utils.checkpoint{}:", f.checkpoint.modules.size(),
                      f.checkpoint.optimal ? " (optimal for the chain of modules)" : ""));
-    std::string list;
-    bool runs = false;
-    for (const auto& m : f.checkpoint.modules) {
-      list += (list.empty() ? "" : ", ") + m;
-      runs = runs || m.find("..") != std::string::npos;
-    }
-    line("  " + list);
-    if (runs) {
+    line(fmt::format("  {}", fmt::join(f.checkpoint.modules, ", ")));
+    if (train::has_runs(f.checkpoint.modules)) {
       line("  FIRST..LAST: one checkpoint around that run of sibling modules, as checkpoint_sequential wraps a run");
     }
     line(fmt::format("  recomputes {} FLOPs, {:.1f}% of one forward pass", format_count(f.checkpoint.recompute_flops),

@@ -155,6 +155,40 @@ std::vector<ContextBytes> live_by_label(const Trace& trace, const Lifetimes& lif
       top);
 }
 
+namespace {
+
+// What grows, by label, largest first, up to 10: live at one trough less
+// live at an earlier one (what one iteration hands to the next, such as its
+// gradients, is there at both). Steady growth: from the second trough (the
+// first iteration also sets up what it keeps once) to the last; a step:
+// across it. Counted: the allocations of that label made in between that
+// are still live.
+std::vector<ContextBytes> what_grows(const Trace& trace, const Lifetimes& lifetimes, const IterationReport& r) {
+  const bool step = r.shape == "step";
+  const std::size_t from = r.trough_events[step ? r.step_iteration : (r.trough_events.size() > 2 ? 1 : 0)];
+  const std::size_t to = r.trough_events[step ? r.step_iteration + 1 : r.trough_events.size() - 1];
+  const auto all = std::numeric_limits<std::size_t>::max();
+  std::unordered_map<std::string, ContextBytes> before, made;
+  for (auto& c : live_by_label(trace, lifetimes, from, all)) before[c.label] = c;
+  const auto made_between = [&](const Allocation& a) {
+    return a.alloc_event > from && a.alloc_event <= to && (a.free_event == kNeverFreed || a.free_event > to);
+  };
+  for (auto& c : by_label(trace, lifetimes, made_between, all)) made[c.label] = c;
+  std::vector<ContextBytes> growing;
+  for (auto c : live_by_label(trace, lifetimes, to, all)) {
+    if (const auto b = before.find(c.label); b != before.end()) c.bytes -= b->second.bytes;
+    const auto m = made.find(c.label);
+    c.count = m != made.end() ? m->second.count : 0;
+    if (c.bytes > 0) growing.push_back(c);
+  }
+  std::sort(growing.begin(), growing.end(),
+            [](const ContextBytes& a, const ContextBytes& b) { return a.bytes > b.bytes; });
+  if (growing.size() > 10) growing.resize(10);
+  return growing;
+}
+
+}  // namespace
+
 TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   TraceStats s;
   s.format = trace.format;
@@ -274,40 +308,7 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
   }
   if (r.iterations < 2) r = IterationReport{};  // one iteration shows no growth
   classify(r, r.bytes_per_iteration);
-  if (r.shape == "steady growth" || r.shape == "step") {
-    // What grows: per label, live at one trough less live at an earlier one
-    // (what one iteration hands to the next, such as its gradients, is
-    // there at both).
-    // Steady growth: from the second trough (the first iteration also sets
-    // up what it keeps once); a step: across it.
-    const std::size_t from = r.shape == "step" ? r.step_iteration : (r.trough_events.size() > 2 ? 1 : 0);
-    const std::size_t to = r.shape == "step" ? r.step_iteration + 1 : r.trough_events.size() - 1;
-    const auto all = std::numeric_limits<std::size_t>::max();
-    std::unordered_map<std::string, ContextBytes> at_first;
-    for (auto& c : live_by_label(trace, lifetimes, r.trough_events[from], all)) at_first[c.label] = c;
-    // Counted: the allocations of that label made in between that are
-    // still live.
-    const std::size_t from_event = r.trough_events[from], to_event = r.trough_events[to];
-    std::unordered_map<std::string, ContextBytes> made;
-    for (auto& c : by_label(
-             trace, lifetimes,
-             [&](const Allocation& a) {
-               return a.alloc_event > from_event && a.alloc_event <= to_event &&
-                      (a.free_event == kNeverFreed || a.free_event > to_event);
-             },
-             all))
-      made[c.label] = c;
-    for (auto c : live_by_label(trace, lifetimes, to_event, all)) {
-      const auto before = at_first.find(c.label);
-      if (before != at_first.end()) c.bytes -= before->second.bytes;
-      const auto fresh = made.find(c.label);
-      c.count = fresh != made.end() ? fresh->second.count : 0;
-      if (c.bytes > 0) r.growing.push_back(c);
-    }
-    std::sort(r.growing.begin(), r.growing.end(),
-              [](const ContextBytes& a, const ContextBytes& b) { return a.bytes > b.bytes; });
-    if (r.growing.size() > 10) r.growing.resize(10);
-  }
+  if (r.shape == "steady growth" || r.shape == "step") r.growing = what_grows(trace, lifetimes, r);
   s.segments = segment_state(trace, lifetimes.device);
   s.ooms = oom_reports(trace, lifetimes);
   return s;

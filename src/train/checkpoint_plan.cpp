@@ -199,11 +199,11 @@ bool kept(const Concern& a, SegmentOf segment) {
   return false;
 }
 
-// The chain problem for `units` from the step without checkpointing. Units
-// before the one deciding (and before its segment's predecessor) are taken
-// as running normally: no saving is claimed that depends on them.
-ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit>& units, uint64_t budget,
-                           int max_segment) {
+// The chain problem for `units` from the step without checkpointing, at a
+// budget of 0: each need is the live bytes (within() applies a budget).
+// Units before the one deciding (and before its segment's predecessor) are
+// taken as running normally: no saving is claimed that depends on them.
+ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit>& units, int max_segment) {
   const size_t n = units.size();
   std::vector<int> unit_of(base.op_names.size(), -1);
   for (size_t u = 0; u < n; ++u) {
@@ -261,18 +261,19 @@ ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit
       }
     }
   }
-  // What must be saved at each moment: the most live then, less the budget.
-  // Backward through an op between two units counts as the later unit's
-  // backward (it runs after it, and inside its segment if a run spans it).
+  // What must be saved at each moment: the most live then. Backward
+  // through an op between two units counts as the later unit's backward
+  // (it runs after it, and inside its segment if a run spans it).
   p.need.assign(n + 1, kNoNeed);
   p.need_backward.assign(n, kNoNeed);
+  std::vector<int> last_ops;  // increasing: the units are in order
+  for (const auto& u : units) last_ops.push_back(u.last_op);
   for (const auto& point : base.timeline) {
     const int k = base.op_at_time[static_cast<size_t>(point.time)];
-    const int64_t need = static_cast<int64_t>(point.live_bytes) - static_cast<int64_t>(budget);
-    size_t stored = 0;  // units whose forward is done before op k
-    if (k >= 0) {
-      for (const auto& u : units) stored += u.last_op < k ? 1 : 0;
-    }
+    const auto need = static_cast<int64_t>(point.live_bytes);
+    // Units whose forward is done before op k.
+    const auto stored =
+        k >= 0 ? static_cast<size_t>(std::lower_bound(last_ops.begin(), last_ops.end(), k) - last_ops.begin()) : 0;
     if (k >= 0 && point.phase == Phase::kBackward && stored < n) {
       int64_t& slot = p.need_backward[stored];
       slot = std::max(slot, need);
@@ -282,6 +283,16 @@ ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit
     }
   }
   return p;
+}
+
+// `live` (a problem at a budget of 0) within `budget`.
+ChainProblem within(ChainProblem live, uint64_t budget) {
+  const auto shift = [budget](int64_t& need) {
+    if (need > kNoNeed) need -= static_cast<int64_t>(budget);
+  };
+  std::for_each(live.need.begin(), live.need.end(), shift);
+  std::for_each(live.need_backward.begin(), live.need_backward.end(), shift);
+  return live;
 }
 
 // The longest run of modules one checkpoint is offered to wrap.
@@ -302,38 +313,50 @@ std::vector<std::string> segments_of(const std::vector<ChainUnit>& units, const 
   return out;
 }
 
-}  // namespace
+// The units of one depth of the module tree, and their problems at a budget
+// of 0: with single modules, then with runs of siblings too (the runs'
+// model is the rougher, a run being recomputed at once, so both are solved
+// and the simulation picks). Built once: the budget only shifts the needs.
+struct Chain {
+  int depth = 0;
+  std::vector<ChainUnit> units;
+  std::vector<ChainProblem> problems;
+};
 
-namespace {
-
-// The cheapest plan the chain programs find within `budget` for the step
-// `base` (without checkpointing); `closest` keeps the lowest simulated peak
-// seen when none fits. fits is false when none does.
-CheckpointPlan plan_within(const Model& model, const TrainOptions& options, const TrainingStep& base, uint64_t budget,
-                           CheckpointPlan& closest) {
-  CheckpointPlan best;
+std::vector<Chain> chains_of(const TrainingStep& base) {
+  std::vector<Chain> chains;
   for (int depth = 1; depth <= 4; ++depth) {
-    const std::vector<ChainUnit> units = chain_units(base, depth);
-    if (units.empty()) continue;
-    // Single modules, then runs of siblings too: the runs' model is the
-    // rougher (a run is recomputed at once), so both are solved and the
-    // simulation picks.
-    std::vector<int> lengths{1};
-    if (units.size() > 1) lengths.push_back(static_cast<int>(std::min(units.size(), kMaxSegment)));
-    for (const int max_segment : lengths) {
+    Chain c{depth, chain_units(base, depth), {}};
+    if (c.units.empty()) continue;
+    c.problems.push_back(chain_problem(base, c.units, 1));
+    if (c.units.size() > 1)
+      c.problems.push_back(chain_problem(base, c.units, static_cast<int>(std::min(c.units.size(), kMaxSegment))));
+    chains.push_back(std::move(c));
+  }
+  return chains;
+}
+
+// The cheapest plan the chain programs find within `budget`; `closest`
+// keeps the lowest simulated peak seen when none fits. fits is false when
+// none does.
+CheckpointPlan plan_within(const Model& model, const TrainOptions& options, const std::vector<Chain>& chains,
+                           uint64_t budget, CheckpointPlan& closest) {
+  CheckpointPlan best;
+  for (const Chain& chain : chains) {
+    for (const ChainProblem& live : chain.problems) {
       // The chain model can be off by what it does not see; tighten the
       // budget by the simulated excess and solve again, a few times.
       uint64_t target = budget;
       for (int attempt = 0; attempt < 6; ++attempt) {
-        const ChainSolution s = solve_chain(chain_problem(base, units, target, max_segment));
+        const ChainSolution s = solve_chain(within(live, target));
         if (!s.feasible) break;
         TrainOptions with = options;
-        with.checkpoint = segments_of(units, s);
+        with.checkpoint = segments_of(chain.units, s);
         TrainingStep step = predict_training_step(model, with);
         const uint64_t peak = step.peak_bytes;
         CheckpointPlan plan;
         plan.modules = with.checkpoint;
-        plan.depth = depth;
+        plan.depth = chain.depth;
         plan.peak_bytes = peak;
         plan.recompute_flops = step.recompute_flops;
         plan.optimal = attempt == 0;
@@ -358,6 +381,11 @@ CheckpointPlan plan_within(const Model& model, const TrainOptions& options, cons
 
 }  // namespace
 
+bool has_runs(const std::vector<std::string>& checkpoint) {
+  return std::any_of(checkpoint.begin(), checkpoint.end(),
+                     [](const std::string& m) { return m.find("..") != std::string::npos; });
+}
+
 CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& options, uint64_t budget) {
   TrainOptions plain = options;
   plain.checkpoint.clear();
@@ -375,7 +403,8 @@ CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& option
     closest.fits = closest.optimal = true;
     return finish(std::move(closest));
   }
-  CheckpointPlan best = plan_within(model, options, base, budget, closest);
+  const std::vector<Chain> chains = chains_of(base);
+  CheckpointPlan best = plan_within(model, options, chains, budget, closest);
   if (best.fits) return finish(std::move(best));
   // Nothing fits: the lowest peak a plan reaches, found by bisecting the
   // budget between this one and the step without checkpointing (to a 64th
@@ -383,7 +412,7 @@ CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& option
   uint64_t lo = budget, hi = base.peak_bytes;
   for (int round = 0; round < 6 && hi - lo > (base.peak_bytes - budget) / 64; ++round) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    CheckpointPlan plan = plan_within(model, options, base, mid, closest);
+    CheckpointPlan plan = plan_within(model, options, chains, mid, closest);
     if (plan.fits) {
       hi = plan.peak_bytes;
       if (plan.peak_bytes < closest.peak_bytes) closest = std::move(plan);
@@ -391,16 +420,14 @@ CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& option
       lo = mid;
     }
   }
-  for (int depth = 1; depth <= 4; ++depth) {
-    const std::vector<ChainUnit> units = chain_units(base, depth);
-    if (units.empty()) continue;
+  for (const Chain& chain : chains) {
     TrainOptions with = options;
     with.checkpoint.clear();
-    for (const auto& u : units) with.checkpoint.push_back(u.module);
+    for (const auto& u : chain.units) with.checkpoint.push_back(u.module);
     TrainingStep step = predict_training_step(model, with);
     if (step.peak_bytes < closest.peak_bytes) {
       closest.modules = with.checkpoint;
-      closest.depth = depth;
+      closest.depth = chain.depth;
       closest.peak_bytes = step.peak_bytes;
       closest.recompute_flops = step.recompute_flops;
       closest.optimal = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
@@ -73,9 +74,10 @@ std::pair<CheckpointPlan, Candidate> checkpoint_on_device(const Model& model, co
 
 // One sentence on what keeps the closest step from fitting.
 std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, int64_t batch) {
-  std::string kept;
-  for (Lever l : request.keep) kept += (kept.empty() ? "" : ",") + std::string(to_string(l));
-  const std::string forbidden = kept.empty() ? "" : fmt::format(" (--keep {} forbade those levers)", kept);
+  std::vector<const char*> kept;
+  for (Lever l : request.keep) kept.push_back(to_string(l));
+  const std::string forbidden =
+      kept.empty() ? "" : fmt::format(" (--keep {} forbade those levers)", fmt::join(kept, ","));
   const uint64_t overhead = c.device.overhead;
   if (overhead >= request.budget) {
     return fmt::format("the overhead alone ({}, --overhead) takes the whole budget", format_bytes(overhead));
@@ -157,10 +159,8 @@ std::optional<ShardingPlan> cheapest_sharding(const std::vector<ShardingPlan>& p
 }
 
 FitChange checkpoint_change(const CheckpointPlan& plan, uint64_t before, uint64_t after) {
-  const bool runs = std::any_of(plan.modules.begin(), plan.modules.end(),
-                                [](const std::string& m) { return m.find("..") != std::string::npos; });
-  return {fmt::format("checkpoint {} {}(s)", plan.modules.size(), runs ? "segment" : "module"), before, after,
-          fmt::format("recomputes {:.1f}% of a forward pass", 100 * plan.recompute_fraction)};
+  return {fmt::format("checkpoint {} {}(s)", plan.modules.size(), has_runs(plan.modules) ? "segment" : "module"),
+          before, after, fmt::format("recomputes {:.1f}% of a forward pass", 100 * plan.recompute_fraction)};
 }
 
 // When nothing else fits: the batch as several micro-batches with gradient

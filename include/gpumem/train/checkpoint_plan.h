@@ -91,6 +91,9 @@ struct CheckpointPlan {
   TrainingStep step;              // the step with the plan
 };
 
+// Whether a `--checkpoint` list wraps a run of modules ("conv1..maxpool").
+bool has_runs(const std::vector<std::string>& checkpoint);
+
 // The plan for `model` under `options` within `budget` bytes.
 CheckpointPlan plan_checkpointing(const Model& model, const TrainOptions& options, uint64_t budget);
 
