@@ -8,6 +8,7 @@ Run by hand, not by CI (Debian's python3-torch 1.13 and python3-torchvision
     /usr/bin/python3 tools/record_trace.py --out DIR  # somewhere else
     /usr/bin/python3 tools/record_trace.py --only loops  # tests/data/traces/loops/
     /usr/bin/python3 tools/record_trace.py --only loops2  # tests/data/traces/loops2/
+    /usr/bin/python3 tools/record_trace.py --only fresh3  # tests/data/traces/fresh3/
 
 Each trace is two training iterations (forward, backward, optimizer step)
 under PyTorch's profiler with profile_memory on:
@@ -105,6 +106,53 @@ under PyTorch's profiler with profile_memory on:
     loops2_mlp_cache_every_other_6.json.gz  MLP 200-100-10, SGD, 512 KiB
                           cached under one key in iterations 2 and 4 (one-
                           time growth, no leak)
+  fresh3/*.json.gz        (--only fresh3) a held-out test set of 12 runs
+                          for the default allocator policy against
+                          PyTorch's (issue 29, part 3), recorded on
+                          2026-12-03 after the policy's last change and
+                          never used to tune it (every one "test", see
+                          fresh3/SPLIT.md): models and settings no other
+                          trace here uses, each in a fresh process, seeded,
+                          with 10 classes where it classifies; facts
+                          (inputs, optimizer, memory events, peak Total
+                          Allocated, largest allocation) in
+                          fresh3/FACTS.json:
+    fresh3_squeezenet11_sgdm_none_2.json.gz  squeezenet1_1, batch 32 at
+                          160x160, SGD momentum, set_to_none at the top, 2
+                          iterations
+    fresh3_shufflenet05_adam_zero_3.json.gz  shufflenet_v2_x0_5, batch 24
+                          at 112x112, Adam, zero_grad(set_to_none=False) at
+                          the end, 3 ProfilerSteps
+    fresh3_densenet121_rmsprop_2.json.gz  densenet121, batch 2 at 64x64,
+                          RMSprop with momentum, 2 iterations
+    fresh3_mobilenetv3s_adagrad_3.json.gz  mobilenet_v3_small, batch 12 at
+                          160x160, Adagrad, set_to_none at the end, 3
+                          iterations
+    fresh3_googlenet_amsgrad_1.json.gz  googlenet (aux_logits False), batch
+                          4 at 128x128, Adam with amsgrad, 1 iteration
+    fresh3_effnetb0_sgdn_2.json.gz  efficientnet_b0, batch 8 at 96x96, SGD
+                          Nesterov momentum and weight decay, 2 iterations
+    fresh3_vit_d256_l6_adamw_2.json.gz  a ViT-like encoder in plain PyTorch
+                          (8x8 patches of 96x96, d_model 256, 8 heads, 6
+                          pre-norm layers), batch 8, AdamW, 2 iterations
+    fresh3_vit_d256_l6_ckpt_adamw_2.json.gz  the same, each layer under
+                          torch.utils.checkpoint, batch 12, 2 ProfilerSteps
+    fresh3_gpt_tied_seq256_adamw_2.json.gz  a GPT-like causal decoder in
+                          plain PyTorch (vocab 4096, d_model 256, 8 heads, 4
+                          blocks, output tied to the token embedding), batch
+                          4 x 256 tokens, AdamW, 2 ProfilerSteps
+    fresh3_gpt_tied_seq128_bf16_adam_3.json.gz  the same decoder under
+                          torch.autocast('cpu', dtype=torch.bfloat16), batch
+                          8 x 128, Adam, set_to_none=False at the top, 3
+                          iterations
+    fresh3_lstm_lm_sgd_zero_3.json.gz  an LSTM language model (vocab 8000,
+                          2 layers of 256), batch 32 x 32 tokens, SGD with
+                          gradient clipping, set_to_none=False at the end, 3
+                          iterations
+    fresh3_regnetx400_infer_shapes_6.json.gz  regnet_x_400mf, built inside
+                          the recording, inference under inference_mode at
+                          6 shapes in turn (batch 1 to 16, 64x64 to
+                          160x160), each a ProfilerStep
 
 The files have the layout of torch.profiler's Chrome trace export (Kineto's
 JSON): {"schemaVersion": 1, "traceEvents": [...]} where operators are "X"
@@ -1121,16 +1169,410 @@ def record_loops(out, group="loops"):
     print(f"{folder}: FACTS.json and SPLIT.md for {len(facts)} loops")
 
 
+# --only fresh3: a fresh held-out set of training (and one inference) runs,
+# recorded on 2026-12-03 after the default allocator policy's last change,
+# to check it against PyTorch's policy on inputs it was never tuned on
+# (issue 29, part 3; every recording "test", see fresh3/SPLIT.md). Models
+# and settings none of the other traces use: torchvision's squeezenet1_1,
+# shufflenet_v2_x0_5, densenet121, mobilenet_v3_small, googlenet,
+# efficientnet_b0 and regnet_x_400mf, a ViT-like encoder, a GPT-like decoder
+# with tied embeddings, an LSTM language model; other optimizers (RMSprop,
+# Adagrad, Adam with amsgrad), activation checkpointing, bfloat16 autocast.
+# Each is recorded in a fresh interpreter (this script run again with
+# --fresh NAME), so its Total Allocated starts from 0; model, optimizer and
+# data are made before the profiler starts (the inference run builds its
+# model inside the recording), optimizer state by the first recorded step.
+
+FRESH3_DIR = "fresh3"
+FRESH3_CLASSES = 10
+
+
+def torchvision_model(name, **kwargs):
+    import torchvision
+
+    return getattr(torchvision.models, name)(num_classes=FRESH3_CLASSES, **kwargs)
+
+
+def image_batch(batch, size):
+    return torch.randn(batch, 3, size, size), torch.randint(0, FRESH3_CLASSES, (batch,))
+
+
+def fresh3_vision(name, optimizer, batch, size, set_to_none, at_top, **kwargs):
+    """A torchvision classifier (10 classes) trained on one random batch by plain_loop."""
+    model = torchvision_model(name, **kwargs)
+    images, labels = image_batch(batch, size)
+    return plain_loop(model, optimizer(model.parameters()), images, labels, set_to_none, at_top)
+
+
+class PatchEncoder(torch.nn.Module):
+    """ViT-like: Conv2d patch embedding, class token, learned positions, pre-norm nn.TransformerEncoderLayers
+    (GELU), a final LayerNorm and a linear head on the class token; checkpointed: each layer under
+    torch.utils.checkpoint (its activations remade in backward)."""
+
+    def __init__(self, size=96, patch=8, d_model=256, heads=8, layers=6, classes=FRESH3_CLASSES,
+                 checkpointed=False):
+        super().__init__()
+        self.patches = torch.nn.Conv2d(3, d_model, patch, stride=patch)
+        self.cls = torch.nn.Parameter(torch.zeros(1, 1, d_model))
+        self.position = torch.nn.Parameter(torch.randn(1, (size // patch) ** 2 + 1, d_model) * 0.02)
+        self.layers = torch.nn.ModuleList(
+            torch.nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, activation="gelu", batch_first=True,
+                                             norm_first=True) for _ in range(layers))
+        self.norm = torch.nn.LayerNorm(d_model)
+        self.head = torch.nn.Linear(d_model, classes)
+        self.checkpointed = checkpointed
+
+    def forward(self, images):
+        import torch.utils.checkpoint
+
+        x = self.patches(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.position
+        for layer in self.layers:
+            x = torch.utils.checkpoint.checkpoint(layer, x) if self.checkpointed else layer(x)
+        return self.head(self.norm(x[:, 0]))
+
+
+class GPTBlock(torch.nn.Module):
+    """Pre-norm causal self-attention (written out: one qkv Linear, masked softmax) and a GELU MLP."""
+
+    def __init__(self, d_model, heads, context):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.LayerNorm(d_model)
+        self.qkv = torch.nn.Linear(d_model, 3 * d_model)
+        self.proj = torch.nn.Linear(d_model, d_model)
+        self.norm2 = torch.nn.LayerNorm(d_model)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d_model, 4 * d_model), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * d_model, d_model))
+        self.register_buffer("mask", torch.ones(context, context, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        batch, tokens, d_model = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(d_model, dim=2)
+        q, k, v = (t.view(batch, tokens, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (d_model // self.heads) ** 0.5
+        attention = scores.masked_fill(self.mask[:tokens, :tokens], float("-inf")).softmax(-1)
+        x = x + self.proj((attention @ v).transpose(1, 2).reshape(batch, tokens, d_model))
+        return x + self.mlp(self.norm2(x))
+
+
+class TiedGPT(torch.nn.Module):
+    """GPT-like causal decoder: token and learned position embeddings, GPTBlocks, a final LayerNorm, and
+    an output projection tied to the token embedding (one weight)."""
+
+    def __init__(self, vocab=4096, d_model=256, heads=8, layers=4, context=256):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d_model)
+        self.position = torch.nn.Embedding(context, d_model)
+        self.blocks = torch.nn.Sequential(*(GPTBlock(d_model, heads, context) for _ in range(layers)))
+        self.norm = torch.nn.LayerNorm(d_model)
+        self.head = torch.nn.Linear(d_model, vocab, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        hidden = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
+        return self.head(self.norm(self.blocks(hidden)))
+
+
+def next_token_data(vocab, batch, tokens):
+    text = torch.randint(0, vocab, (batch, tokens + 1))
+    return text[:, :-1].contiguous(), text[:, 1:].reshape(-1).contiguous()
+
+
+def fresh3_gpt(vocab, batch, tokens):
+    model = TiedGPT(vocab=vocab)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    inputs, targets = next_token_data(vocab, batch, tokens)
+    return plain_loop(model, optimizer, inputs, targets, True, True,
+                      forward=lambda: model(inputs).reshape(-1, vocab))
+
+
+class LSTMLanguageModel(torch.nn.Module):
+    """Embedding, a 2-layer nn.LSTM (dropout between layers), a linear head over the vocabulary."""
+
+    def __init__(self, vocab, embed=128, hidden=256):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, embed)
+        self.lstm = torch.nn.LSTM(embed, hidden, num_layers=2, dropout=0.2, batch_first=True)
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        out, _ = self.lstm(self.embed(tokens))
+        return self.head(out)
+
+
+def fresh3_lstm(vocab, batch, tokens):
+    model = LSTMLanguageModel(vocab)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    inputs, targets = next_token_data(vocab, batch, tokens)
+
+    def step():
+        logits = model(inputs).reshape(-1, vocab)
+        torch.nn.functional.cross_entropy(logits, targets).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+
+    return step
+
+
+def fresh3_vit(checkpointed, batch, size):
+    model = PatchEncoder(size=size, checkpointed=checkpointed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    images, labels = image_batch(batch, size)
+    return plain_loop(model, optimizer, images, labels, True, True)
+
+
+def fresh3_efficientnet(batch, size):
+    model = torchvision_model("efficientnet_b0")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4)
+    images, labels = image_batch(batch, size)
+    return plain_loop(model, optimizer, images, labels, True, True)
+
+
+# bfloat16 autocast on a transformer, not a CNN: torch 1.13's CPU build here
+# runs bfloat16 convolutions as aten::thnn_conv2d, one call per sample
+# (efficientnet_b0 at batch 8 made 295,212 memory events, an 8.3 MB file).
+def fresh3_gpt_autocast(vocab, batch, tokens):
+    model = TiedGPT(vocab=vocab)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-4)
+    inputs, targets = next_token_data(vocab, batch, tokens)
+
+    def forward():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(inputs)
+        return logits.float().reshape(-1, vocab)
+
+    return plain_loop(model, optimizer, inputs, targets, False, True, forward=forward)
+
+
+# (batch, side) of each inference call in turn: the shape changes every call.
+FRESH3_INFER_SHAPES = [(4, 96), (16, 128), (2, 160), (8, 64), (12, 112), (1, 144)]
+
+
+def fresh3_inference():
+    state = {}
+
+    def step():
+        if "model" not in state:
+            state["model"] = torchvision_model("regnet_x_400mf").eval()
+            state["i"] = 0
+        batch, side = FRESH3_INFER_SHAPES[state["i"]]
+        state["i"] += 1
+        with torch.inference_mode():
+            state["model"](torch.randn(batch, 3, side, side))
+
+    return step
+
+
+def sgd_momentum(parameters):
+    return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
+
+
+def adam(parameters):
+    return torch.optim.Adam(parameters, lr=1e-3)
+
+
+def adam_amsgrad(parameters):
+    return torch.optim.Adam(parameters, lr=1e-3, amsgrad=True)
+
+
+def rmsprop(parameters):
+    return torch.optim.RMSprop(parameters, lr=1e-3, momentum=0.9)
+
+
+def adagrad(parameters):
+    return torch.optim.Adagrad(parameters, lr=0.01)
+
+
+def zero_grad_facts(set_to_none, at_top):
+    return {"set_to_none": set_to_none, "position": "top" if at_top else "end"}
+
+
+# name: (builder, iterations, profiler_steps, facts).
+FRESH3 = {
+    "fresh3_squeezenet11_sgdm_none_2": (
+        lambda: fresh3_vision("squeezenet1_1", sgd_momentum, 32, 160, True, True), 2, False, {
+            "model": "torchvision squeezenet1_1, 10 classes", "input": [32, 3, 160, 160],
+            "optimizer": "SGD lr 0.01 momentum 0.9", "zero_grad": zero_grad_facts(True, True),
+            "description": "squeezenet1_1 training at batch 32, 160x160, 2 iterations"}),
+    "fresh3_shufflenet05_adam_zero_3": (
+        lambda: fresh3_vision("shufflenet_v2_x0_5", adam, 24, 112, False, False), 3, True, {
+            "model": "torchvision shufflenet_v2_x0_5, 10 classes", "input": [24, 3, 112, 112],
+            "optimizer": "Adam lr 1e-3", "zero_grad": zero_grad_facts(False, False),
+            "description": "shufflenet_v2_x0_5 training at batch 24, 112x112, gradients zeroed in place at the "
+                           "end and kept, 3 iterations, each a ProfilerStep#N range"}),
+    "fresh3_densenet121_rmsprop_2": (
+        lambda: fresh3_vision("densenet121", rmsprop, 2, 64, True, True), 2, False, {
+            "model": "torchvision densenet121, 10 classes", "input": [2, 3, 64, 64],
+            "optimizer": "RMSprop lr 1e-3 momentum 0.9", "zero_grad": zero_grad_facts(True, True),
+            "description": "densenet121 training at batch 2, 64x64 (many concatenations), 2 iterations"}),
+    "fresh3_mobilenetv3s_adagrad_3": (
+        lambda: fresh3_vision("mobilenet_v3_small", adagrad, 12, 160, True, False), 3, False, {
+            "model": "torchvision mobilenet_v3_small, 10 classes", "input": [12, 3, 160, 160],
+            "optimizer": "Adagrad lr 0.01", "zero_grad": zero_grad_facts(True, False),
+            "description": "mobilenet_v3_small training at batch 12, 160x160, gradients freed at the end, "
+                           "3 iterations"}),
+    "fresh3_googlenet_amsgrad_1": (
+        lambda: fresh3_vision("googlenet", adam_amsgrad, 4, 128, True, True, aux_logits=False,
+                              init_weights=True), 1, False, {
+            "model": "torchvision googlenet (aux_logits False), 10 classes", "input": [4, 3, 128, 128],
+            "optimizer": "Adam lr 1e-3 amsgrad", "zero_grad": zero_grad_facts(True, True),
+            "description": "googlenet training at batch 4, 128x128, one iteration (it makes Adam's three "
+                           "state tensors per parameter)"}),
+    "fresh3_effnetb0_sgdn_2": (lambda: fresh3_efficientnet(8, 96), 2, False, {
+        "model": "torchvision efficientnet_b0, 10 classes", "input": [8, 3, 96, 96],
+        "optimizer": "SGD lr 0.05 momentum 0.9 nesterov weight_decay 1e-4",
+        "zero_grad": zero_grad_facts(True, True),
+        "description": "efficientnet_b0 training at batch 8, 96x96, 2 iterations"}),
+    "fresh3_vit_d256_l6_adamw_2": (lambda: fresh3_vit(False, 8, 96), 2, False, {
+        "model": "ViT-like encoder in plain PyTorch: 8x8 patches of 96x96 images (144 tokens + class "
+                 "token), d_model 256, 8 heads, ff 1024, 6 pre-norm layers, GELU, 10 classes",
+        "input": [8, 3, 96, 96], "optimizer": "AdamW lr 1e-3", "zero_grad": zero_grad_facts(True, True),
+        "description": "ViT-like encoder training at batch 8, 2 iterations"}),
+    "fresh3_vit_d256_l6_ckpt_adamw_2": (lambda: fresh3_vit(True, 12, 96), 2, True, {
+        "model": "the ViT-like encoder of fresh3_vit_d256_l6_adamw_2, each layer under "
+                 "torch.utils.checkpoint.checkpoint (reentrant)",
+        "input": [12, 3, 96, 96], "optimizer": "AdamW lr 1e-3", "zero_grad": zero_grad_facts(True, True),
+        "description": "activation-checkpointed ViT-like encoder training at batch 12 (each layer's "
+                       "activations remade in backward), 2 iterations, each a ProfilerStep#N range"}),
+    "fresh3_gpt_tied_seq256_adamw_2": (lambda: fresh3_gpt(4096, 4, 256), 2, True, {
+        "model": "GPT-like causal decoder in plain PyTorch: vocab 4096, learned positions, 4 pre-norm blocks "
+                 "(d_model 256, 8 heads, masked softmax attention, GELU MLP 1024), output projection tied to "
+                 "the token embedding", "input": [4, 256],
+        "optimizer": "AdamW lr 3e-4 weight_decay 0.1", "zero_grad": zero_grad_facts(True, True),
+        "description": "GPT-like decoder training at batch 4 x 256 tokens, next-token cross-entropy, "
+                       "2 iterations, each a ProfilerStep#N range"}),
+    "fresh3_gpt_tied_seq128_bf16_adam_3": (lambda: fresh3_gpt_autocast(4096, 8, 128), 3, False, {
+        "model": "the GPT-like decoder of fresh3_gpt_tied_seq256_adamw_2, forward under torch.autocast('cpu', "
+                 "dtype=torch.bfloat16), logits cast to float32 for the loss", "input": [8, 128],
+        "optimizer": "Adam lr 3e-4", "zero_grad": zero_grad_facts(False, True),
+        "description": "GPT-like decoder training with bfloat16 autocast at batch 8 x 128 tokens, gradients "
+                       "zeroed in place at the top and kept, 3 iterations"}),
+    "fresh3_lstm_lm_sgd_zero_3": (lambda: fresh3_lstm(8000, 32, 32), 3, False, {
+        "model": "LSTM language model: Embedding(8000, 128), 2-layer nn.LSTM(128, 256, dropout 0.2), "
+                 "Linear(256, 8000)", "input": [32, 32],
+        "optimizer": "SGD lr 0.5, clip_grad_norm_ 0.25 before the step",
+        "zero_grad": zero_grad_facts(False, False),
+        "description": "LSTM language model training at batch 32 x 32 tokens, gradients clipped, zeroed in "
+                       "place at the end and kept, 3 iterations"}),
+    "fresh3_regnetx400_infer_shapes_6": (fresh3_inference, len(FRESH3_INFER_SHAPES), True, {
+        "model": "torchvision regnet_x_400mf, 10 classes, eval, built by the first step inside the recording",
+        "input": [[b, 3, s, s] for b, s in FRESH3_INFER_SHAPES], "optimizer": None, "zero_grad": None,
+        "description": "inference under torch.inference_mode at 6 (batch, side) shapes in turn, each call a "
+                       "ProfilerStep#N range"}),
+}
+
+
+def record_fresh(name, out):
+    """Records one fresh3 run (in this fresh process); returns its facts, measured from the events."""
+    builder, iterations, profiler_steps, facts = FRESH3[name]
+    torch.manual_seed(0)
+    step = builder()
+    roots = record(step, iterations, profiler_steps=profiler_steps)
+    path = os.path.join(out, name + ".json.gz")
+    write_trace(path, roots, name.replace("_", " "))
+    events = []
+
+    def walk(event):
+        if event.tag == _EventType.Allocation:
+            f = event.extra_fields
+            events.append((event.start_time_ns, f.alloc_size, f.total_allocated))
+        for child in event.children:
+            walk(child)
+
+    for root in roots:
+        walk(root)
+    events.sort(key=lambda e: e[0])
+    running = events[0][2] - events[0][1]
+    for _, size, total in events:  # the running total is exact (see the docstring)
+        running += size
+        if running != total:
+            raise SystemExit(f"{name}: Total Allocated {total} is not the running sum {running}")
+    peak = max(e[2] for e in events)
+    sizes = [e[1] for e in events if e[1] > 0]
+    facts = dict(facts)
+    facts.update({
+        "name": name, "file": name + ".json.gz", "iterations": iterations, "profiler_steps": profiler_steps,
+        "measured": {
+            "memory_events": len(events),
+            "allocations": len(sizes),
+            "smallest_allocation_bytes": min(sizes),
+            "largest_allocation_bytes": max(sizes),
+            "peak_total_allocated_bytes": peak,
+            "peak_total_allocated_mib": round(peak / 2**20, 1),
+            "total_allocated_at_end": events[-1][2],
+        },
+    })
+    return facts
+
+
+def fresh3_split_md(names, split):
+    """fresh3/SPLIT.md: the whole folder is a held-out test set."""
+    return ("# Split of the fresh3 recordings\n\n"
+            "The whole folder is a held-out test set: every recording is \"test\", none is \"tuning\".\n"
+            "These traces (`tools/record_trace.py --only fresh3`) were recorded on 2026-12-03, after\n"
+            "the allocator policy's last change, to check the default policy against PyTorch's on\n"
+            "models and settings it was not tuned on (issue 29, part 3). They were never used for\n"
+            "tuning, and must not be: do not adjust the policy, its parameters or its tests'\n"
+            "expectations to fit them. Results on this folder are reported as they come.\n\n"
+            + split_table(names, split))
+
+
+def record_fresh_group(out):
+    import subprocess
+    import time
+
+    folder = os.path.join(out, FRESH3_DIR)
+    os.makedirs(folder, exist_ok=True)
+    split = loops2_split(FRESH3)  # every recording "test"
+    facts = []
+    for name in FRESH3:
+        began = time.time()
+        run = subprocess.run([sys.executable, os.path.abspath(__file__), "--fresh", name, "--out", folder],
+                             check=True, stdout=subprocess.PIPE, text=True)
+        sys.stdout.write("".join(l + "\n" for l in run.stdout.splitlines() if not l.startswith("FACTS ")))
+        [line] = [l for l in run.stdout.splitlines() if l.startswith("FACTS ")]
+        fact = json.loads(line[len("FACTS "):])
+        memory, steps = check_loop_file(os.path.join(folder, fact["file"]))
+        if memory != fact["measured"]["memory_events"] or steps != (fact["iterations"] if fact["profiler_steps"] else 0):
+            raise SystemExit(f"{name}: the file holds {memory} [memory] events and {steps} ProfilerStep spans")
+        print(f"  {time.time() - began:.1f} s, peak Total Allocated {fact['measured']['peak_total_allocated_mib']} MiB")
+        fact["split"] = split[name]
+        order = ["name", "file", "model", "optimizer", "zero_grad", "input", "iterations", "profiler_steps",
+                 "split", "description"]
+        facts.append({**{k: fact[k] for k in order}, **{k: v for k, v in fact.items() if k not in order}})
+    facts.sort(key=lambda f: f["name"])
+    with open(os.path.join(folder, "FACTS.json"), "w") as f:
+        json.dump({
+            "recorded_by": "tools/record_trace.py --only fresh3",
+            "recorded_on": "2026-12-03",
+            "torch": torch.__version__,
+            "device": "cpu (host memory), one intra-op thread, torch.manual_seed(0) before each recording, "
+                      "each in a fresh process (Total Allocated from 0)",
+            "iteration": "one call of the recording's step function: (zero_grad,) forward, backward, optimizer "
+                         "step; for fresh3_regnetx400_infer_shapes_6 one inference call",
+            "split_rule": "see SPLIT.md: every recording is \"test\"",
+            "recordings": facts,
+        }, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(folder, "SPLIT.md"), "w") as f:
+        f.write(fresh3_split_md(FRESH3, split))
+    print(f"{folder}: FACTS.json and SPLIT.md for {len(facts)} recordings")
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["resnet18_adamw", "no_memory", "vit_b16", "vit_b16_3iter", "inference",
-                                           "transformer_4iter", "loops", "loops2"],
+                                           "transformer_4iter", "loops", "loops2", "fresh3"],
                         help="record one newer trace only (see below)")
     parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "traces")),
                         help="output directory (default: tests/data/traces)")
     # --only loops (loops2) runs this script again, once per loop, with --loop NAME.
     parser.add_argument("--loop", choices=sorted(ALL_LOOPS), help=argparse.SUPPRESS)
+    # --only fresh3 runs this script again, once per recording, with --fresh NAME.
+    parser.add_argument("--fresh", choices=sorted(FRESH3), help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     # One intra-op thread: every allocation on the main thread, in a
@@ -1140,6 +1582,12 @@ def main():
     out = os.path.normpath(args.out)
     if args.loop:
         print("FACTS " + json.dumps(record_loop(args.loop, out)))
+        return 0
+    if args.fresh:
+        print("FACTS " + json.dumps(record_fresh(args.fresh, out)))
+        return 0
+    if args.only == "fresh3":
+        record_fresh_group(out)
         return 0
     if args.only in LOOP_GROUPS:
         record_loops(out, args.only)
