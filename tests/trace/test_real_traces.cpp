@@ -325,3 +325,26 @@ TEST(RecordedLoops, AFreshHeldOutSetToo) { check_loops("loops2", 8, {"loops2_mlp
 
 }  // namespace
 }  // namespace gpumem::trace
+
+namespace gpumem::trace {
+namespace {
+
+// fresh3: 12 recordings of 1 to 6 iterations that keep nothing from one
+// iteration to the next (tools/record_trace.py --only fresh3), recorded
+// after the detector's last change and checked once: no leak called.
+TEST(RecordedLoops, NoLeakCalledOnTheFresh3Set) {
+  std::ifstream in(trace_path("fresh3/FACTS.json"));
+  ASSERT_TRUE(in.good());
+  const auto facts = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& f : facts["recordings"]) {
+    const Trace t = read_trace(trace_path("fresh3/" + f["file"].get<std::string>()));
+    const IterationReport it = trace_stats(t, extract_lifetimes(t, busiest_device(t), false)).iterations;
+    EXPECT_NE(it.shape, "steady growth") << f["name"].get<std::string>();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12);
+}
+
+}  // namespace
+}  // namespace gpumem::trace
