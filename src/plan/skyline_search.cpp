@@ -417,6 +417,7 @@ SearchStatus SkylineSearch::dfs() {
     order.push_back({-score, tie, k});
   }
   std::sort(order.begin(), order.end());
+  if (!guide_.empty()) return follow_guide(static_cast<int>(lowest), h, order, mark);
   const StateKey state = hash_;
   auto failed_here = [&]() {
     hash_ = state;
@@ -449,6 +450,64 @@ SearchStatus SkylineSearch::dfs() {
   return failed_here();
 }
 
+void SkylineSearch::follow(const std::vector<int64_t>& offsets, GuideStats* stats) {
+  guide_.assign(items_.size(), -1);
+  guide_stats_ = stats;
+  // Identical buffers take their offsets lowest first in item order, so
+  // that each is placed after its twin_before, as the search requires.
+  std::map<int, std::vector<int64_t>> twins;  // first item of a group -> offsets
+  std::vector<int> group(items_.size());
+  for (size_t k = 0; k < items_.size(); ++k) {
+    const int before = items_[k].twin_before;
+    group[k] = before < 0 ? static_cast<int>(k) : group[static_cast<size_t>(before)];
+    twins[group[k]].push_back(offsets[static_cast<size_t>(items_[k].index)]);
+  }
+  for (auto& [first, list] : twins) std::sort(list.begin(), list.end(), std::greater<>());
+  for (size_t k = 0; k < items_.size(); ++k) {
+    auto& list = twins[group[k]];
+    guide_[k] = list.back();
+    list.pop_back();
+  }
+}
+
+SearchStatus SkylineSearch::follow_guide(int lowest, int64_t h, const std::vector<std::tuple<int, int, int>>& order,
+                                         size_t mark) {
+  GuideStats& st = *guide_stats_;
+  int want = -1;
+  for (int k : covering_[static_cast<size_t>(lowest)]) {
+    if (offset_[static_cast<size_t>(k)] < 0 && guide_[static_cast<size_t>(k)] == h) want = k;
+  }
+  if (want >= 0) {
+    const auto at = std::find_if(order.begin(), order.end(), [&](const auto& c) { return std::get<2>(c) == want; });
+    if (at == order.end()) {
+      st.blocked = true;
+      return SearchStatus::Infeasible;
+    }
+    ++st.placements;
+    if (at != order.begin()) {
+      ++st.wrong_first_picks;
+      st.wrong_first_ties += std::get<0>(*at) == std::get<0>(order.front());
+    }
+    place(want, h);
+    just_placed_ = true;
+    ++depth_;
+    const SearchStatus r = dfs();
+    --depth_;
+    if (r == SearchStatus::Infeasible) undo(mark);
+    return r;
+  }
+  ++st.closes;
+  st.closes_where_some_fit += !order.empty();
+  if (!may_stay_empty(static_cast<size_t>(lowest), h)) {
+    st.blocked = true;
+    return SearchStatus::Infeasible;
+  }
+  trail_.push_back({1, lowest, 0});
+  closed_[static_cast<size_t>(lowest)] = 1;
+  hash_ ^= closed_key(section_key_[static_cast<size_t>(lowest)]);
+  return dfs();
+}
+
 SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets) {
   capacity_ = capacity;
   budget_ = &budget;
@@ -479,6 +538,25 @@ SearchStatus SkylineSearch::find(int64_t capacity, SearchBudget& budget, std::ve
     for (size_t k = 0; k < items_.size(); ++k) offsets[static_cast<size_t>(items_[k].index)] = offset_[k];
   }
   return status;
+}
+
+std::vector<int64_t> pushed_down(const Problem& problem, const std::vector<int64_t>& offsets) {
+  std::vector<size_t> by_offset(offsets.size());
+  std::iota(by_offset.begin(), by_offset.end(), size_t{0});
+  std::sort(by_offset.begin(), by_offset.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+  std::vector<int64_t> low(offsets.size(), 0);
+  std::vector<size_t> placed;
+  for (size_t i : by_offset) {
+    const Buffer& b = problem.buffers[i];
+    int64_t at = 0;
+    for (size_t j : placed) {
+      const Buffer& o = problem.buffers[j];
+      if (o.lower < b.upper && b.lower < o.upper) at = std::max(at, low[j] + o.size);
+    }
+    low[i] = at;
+    placed.push_back(i);
+  }
+  return low;
 }
 
 }  // namespace gpumem::plan::detail

@@ -129,7 +129,28 @@ class SkylineSearch {
 
   SearchStatus find(int64_t capacity, SearchBudget& budget, std::vector<int64_t>& offsets);
 
+  // What a replay of a known packing found: how this search's own order
+  // ranked each choice the packing makes (bench/perfect_packings.cpp,
+  // `replay`). A choice the search would not offer at all means a pruning
+  // rule cuts that packing: `blocked`.
+  struct GuideStats {
+    uint64_t placements = 0;
+    uint64_t wrong_first_picks = 0;      // the packing's buffer is not the search's first pick
+    uint64_t wrong_first_ties = 0;       // of those, tied with the first pick on flatness
+    uint64_t closes = 0;                 // points the packing leaves empty
+    uint64_t closes_where_some_fit = 0;  // of those, where the search would try buffers first
+    bool blocked = false;
+  };
+  // From now on, find() takes at each node only the choice `offsets` (per
+  // problem buffer; a gravity-stable packing within the capacity) makes,
+  // and counts into `stats`. Identical buffers are renumbered so that the
+  // search's twin order holds.
+  void follow(const std::vector<int64_t>& offsets, GuideStats* stats);
+
  private:
+  // A node of a replay (follow()): the packing's choice at the point
+  // (section `lowest`, level h), counted against the search's `order`.
+  SearchStatus follow_guide(int lowest, int64_t h, const std::vector<std::tuple<int, int, int>>& order, size_t mark);
   struct Item {
     int index;
     int64_t size;
@@ -194,6 +215,13 @@ class SkylineSearch {
   std::vector<char> tiles_from_, tiles_to_;
   std::vector<int> fitting_;  // scratch, per section + 1: buffers that fit at the level, as differences
   int unplaced_ = 0;
+  std::vector<int64_t> guide_;  // per item: the known packing's offset (follow()); empty: none
+  GuideStats* guide_stats_ = nullptr;
 };
+
+// A plan with each buffer as low as it goes, lowest first: no buffer
+// higher than before (whatever was under it still is), and gravity-stable,
+// as the skyline search builds its plans. For follow().
+std::vector<int64_t> pushed_down(const Problem& problem, const std::vector<int64_t>& offsets);
 
 }  // namespace gpumem::plan::detail

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "gpumem/plan/solver.h"
 #include "gpumem/plan/validate.h"
+#include "plan/skyline_search.h"
 
 namespace gpumem::plan {
 namespace {
@@ -122,6 +125,42 @@ TEST(PerfectPacking, DivesFindAGuillotineCutTheSystematicSearchesMiss) {
   EXPECT_TRUE(r.optimal) << to_string(r.stopped) << ", arena " << r.plan.arena;
   EXPECT_EQ(r.plan.arena, p.height);
   EXPECT_FALSE(validate(p.problem, r.plan.offsets).has_value());
+}
+
+// No pruning rule of the skyline search cuts a known optimal packing: told
+// the packing's choice at each point (follow()), the search walks to it
+// without a dead end, in every family, the ones it proves and the ones it
+// does not. (A rule that cut one would make "no plan of height H" a lie.)
+// The same walk counts where the search's own order chooses otherwise
+// (bench/perfect_packings.cpp, `replay`).
+TEST(PerfectPacking, TheSkylineSearchNeverPrunesAKnownPacking) {
+  for (CutShape shape : {CutShape::kGuillotine, CutShape::kStrips, CutShape::kStaircase, CutShape::kSpine,
+                         CutShape::kPinwheel, CutShape::kEqualSizes}) {
+    for (std::uint64_t seed : {1u, 2u, 3u}) {
+      const PerfectPacking p = perfect_packing(seed, 400, shape);
+      const std::vector<std::int64_t> low = detail::pushed_down(p.problem, p.offsets);
+      ASSERT_FALSE(validate(p.problem, low).has_value());
+      ASSERT_LE(arena_size(p.problem, low), p.height);
+      std::vector<int> members(p.problem.buffers.size());
+      for (std::size_t i = 0; i < members.size(); ++i) members[i] = static_cast<int>(i);
+      for (const bool tiling : {false, true}) {
+        detail::SkylineSearch search(p.problem, members, detail::RankOrder::Area, detail::Focus::TightFirst, 0, false,
+                                     detail::Preference::Flattest, tiling);
+        detail::SkylineSearch::GuideStats stats;
+        search.follow(low, &stats);
+        detail::SearchBudget budget;
+        budget.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        std::vector<std::int64_t> offsets(members.size(), -1);
+        const std::string where =
+            std::string(to_string(shape)) + " seed " + std::to_string(seed) + (tiling ? " tiling" : "");
+        EXPECT_EQ(search.find(p.height, budget, offsets), detail::SearchStatus::Found) << where;
+        EXPECT_FALSE(stats.blocked) << where;
+        EXPECT_EQ(stats.placements, members.size()) << where;
+        EXPECT_FALSE(validate(p.problem, offsets).has_value()) << where;
+        EXPECT_LE(arena_size(p.problem, offsets), p.height) << where;
+      }
+    }
+  }
 }
 
 }  // namespace
