@@ -14,14 +14,17 @@
 //
 //   build/bench/gpumem_perfect_packings 0 10 0 FAMILY tuning replay
 //
-// `replay` solves nothing: it walks the skyline search (the portfolio's
-// first strategy) along each instance's known packing, pushed down until
+// `replay` solves nothing: it walks the skyline search (size ranking,
+// fewest-ways focus, flattest first: one of the portfolio's strategies,
+// without the tiling filter) along each instance's known packing, pushed down until
 // every buffer rests on the ground or on another, and counts where the
 // search's own order would have chosen otherwise: the packing's buffer
 // not its first pick (and of those, tied with it on flatness), and points
 // the packing leaves empty where the search would try buffers first. It
 // takes under a second an instance, so an ordering can be judged on it
-// before a 30 s run; "blocked" means a pruning rule cuts the packing.
+// before a 30 s run. "reached": the walk got there; "blocked": a candidate
+// filter or the slack rule refused the packing's choice; "pruned": a bound
+// cut it; "limit": 60 s ran out.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,7 +51,8 @@ void replay(const PerfectPacking& p, int number, std::uint64_t seed) {
   detail::SearchBudget budget;
   budget.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::vector<std::int64_t> offsets(members.size(), -1);
-  const bool reached = search.find(p.height, budget, offsets) == detail::SearchStatus::Found;
+  const detail::SearchStatus status = search.find(p.height, budget, offsets);
+  const bool reached = status == detail::SearchStatus::Found;
   std::printf("%-3d %5llu %7zu %8s %7llu %10llu %6llu %7llu %12llu %7llu\n", number,
               static_cast<unsigned long long>(seed), members.size(),
               reached         ? "yes"

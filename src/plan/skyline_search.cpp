@@ -551,7 +551,7 @@ std::vector<int64_t> pushed_down(const Problem& problem, const std::vector<int64
     int64_t at = 0;
     for (size_t j : placed) {
       const Buffer& o = problem.buffers[j];
-      if (o.lower < b.upper && b.lower < o.upper) at = std::max(at, low[j] + o.size);
+      if (b.overlaps_in_time(o)) at = std::max(at, low[j] + o.size);
     }
     low[i] = at;
     placed.push_back(i);

@@ -141,10 +141,12 @@ class SkylineSearch {
     uint64_t closes_where_some_fit = 0;  // of those, where the search would try buffers first
     bool blocked = false;
   };
-  // From now on, find() takes at each node only the choice `offsets` (per
-  // problem buffer; a gravity-stable packing within the capacity) makes,
-  // and counts into `stats`. Identical buffers are renumbered so that the
-  // search's twin order holds.
+  // From now on, every find() of this search takes at each node only the
+  // choice `offsets` (per problem buffer; a gravity-stable packing within
+  // the capacity) makes, and counts into `stats`; a guided search stays
+  // guided, and one that fails leaves its state as it stopped (it never
+  // backtracks). Identical buffers are renumbered so that the search's
+  // twin order holds.
   void follow(const std::vector<int64_t>& offsets, GuideStats* stats);
 
  private:
@@ -221,7 +223,8 @@ class SkylineSearch {
 
 // A plan with each buffer as low as it goes, lowest first: no buffer
 // higher than before (whatever was under it still is), and gravity-stable,
-// as the skyline search builds its plans. For follow().
+// as the skyline search builds its plans. For follow(), on problems the
+// skyline search takes: no alignment above 1, gaps or pinned offsets.
 std::vector<int64_t> pushed_down(const Problem& problem, const std::vector<int64_t>& offsets);
 
 }  // namespace gpumem::plan::detail

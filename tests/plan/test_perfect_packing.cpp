@@ -131,7 +131,9 @@ TEST(PerfectPacking, DivesFindAGuillotineCutTheSystematicSearchesMiss) {
 // the packing's choice at each point (follow()), the search walks to it
 // without a dead end, in every family, the ones it proves and the ones it
 // does not. (A rule that cut one would make "no plan of height H" a lie.)
-// The same walk counts where the search's own order chooses otherwise
+// Checked here: the bounds, the release check and the tiling filter, time
+// running forward; not the failed-states table the portfolio shares. The
+// same walk counts where the search's own order chooses otherwise
 // (bench/perfect_packings.cpp, `replay`).
 TEST(PerfectPacking, TheSkylineSearchNeverPrunesAKnownPacking) {
   for (CutShape shape : {CutShape::kGuillotine, CutShape::kStrips, CutShape::kStaircase, CutShape::kSpine,
