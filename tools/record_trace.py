@@ -1005,6 +1005,29 @@ def loop_split(names):
     return {name: ("test" if i % 2 == 0 else "tuning") for i, name in enumerate(sorted(names), 1)}
 
 
+def memory_events(roots, name):
+    """The recording's memory events as (start ns, Bytes, Total Allocated), in time order, checked:
+    Total Allocated must be the running sum of Bytes (see the docstring)."""
+    events = []
+
+    def walk(event):
+        if event.tag == _EventType.Allocation:
+            f = event.extra_fields
+            events.append((event.start_time_ns, f.alloc_size, f.total_allocated))
+        for child in event.children:
+            walk(child)
+
+    for root in roots:
+        walk(root)
+    events.sort(key=lambda e: e[0])
+    running = events[0][2] - events[0][1]
+    for _, size, total in events:
+        running += size
+        if running != total:
+            raise SystemExit(f"{name}: Total Allocated {total} is not the running sum {running}")
+    return events
+
+
 def record_loop(name, out):
     """Records one loop (in this fresh process); returns its facts, measured from the events."""
     import time
@@ -1021,29 +1044,13 @@ def record_loop(name, out):
     roots = record(marked, iterations, profiler_steps=profiler_steps)
     path = os.path.join(out, name + ".json.gz")
     write_trace(path, roots, name.replace("_", " "))
-    events = []
-
-    def walk(event):
-        if event.tag == _EventType.Allocation:
-            f = event.extra_fields
-            events.append((event.start_time_ns, f.alloc_size, f.total_allocated))
-        for child in event.children:
-            walk(child)
-
-    for root in roots:
-        walk(root)
-    events.sort(key=lambda e: e[0])
+    events = memory_events(roots, name)
     if len(marks) != iterations:
         raise SystemExit(f"{name}: {len(marks)} iteration marks")
     per = [[] for _ in marks]
     for event in events:
         # Events after the last mark (the last ProfilerStep's own exit) are the last iteration's.
         per[sum(1 for m in marks[:-1] if m <= event[0])].append(event)
-    running = events[0][2] - events[0][1]
-    for _, size, total in events:  # the running total is exact (see the docstring)
-        running += size
-        if running != total:
-            raise SystemExit(f"{name}: Total Allocated {total} is not the running sum {running}")
     facts = dict(facts)
     facts.update({
         "name": name, "file": name + ".json.gz", "iterations": iterations, "profiler_steps": profiler_steps,
@@ -1472,23 +1479,7 @@ def record_fresh(name, out):
     roots = record(step, iterations, profiler_steps=profiler_steps)
     path = os.path.join(out, name + ".json.gz")
     write_trace(path, roots, name.replace("_", " "))
-    events = []
-
-    def walk(event):
-        if event.tag == _EventType.Allocation:
-            f = event.extra_fields
-            events.append((event.start_time_ns, f.alloc_size, f.total_allocated))
-        for child in event.children:
-            walk(child)
-
-    for root in roots:
-        walk(root)
-    events.sort(key=lambda e: e[0])
-    running = events[0][2] - events[0][1]
-    for _, size, total in events:  # the running total is exact (see the docstring)
-        running += size
-        if running != total:
-            raise SystemExit(f"{name}: Total Allocated {total} is not the running sum {running}")
+    events = memory_events(roots, name)
     peak = max(e[2] for e in events)
     sizes = [e[1] for e in events if e[1] > 0]
     facts = dict(facts)
