@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "alloc/sizes.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 
@@ -28,9 +29,6 @@ constexpr std::size_t kMinAllocationBits = 8;
 constexpr std::size_t kMinAllocationSize = std::size_t{1} << kMinAllocationBits;  // 256
 constexpr int kNumBins = 21;  // the last bin starts at 256 << 20 = 256 MiB
 constexpr std::size_t kMaxInternalFragmentation = std::size_t{128} << 20;
-// Requests and limits beyond this are refused rather than rounded, so that
-// no size arithmetic below can overflow.
-constexpr std::size_t kMaxBytes = std::size_t{1} << 60;
 
 using Handle = std::size_t;
 constexpr Handle kNoChunk = std::numeric_limits<Handle>::max();

@@ -31,6 +31,7 @@
 #include "alloc/blocks.h"
 #include "alloc/free_index.h"
 #include "alloc/pointer_map.h"
+#include "alloc/sizes.h"
 #include "alloc/thread_cache.h"
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/common/error.h"
@@ -45,9 +46,6 @@ using detail::Segment;
 using detail::StatChange;
 using detail::ThreadCache;
 
-inline constexpr std::size_t kMaxRequest = std::size_t{1} << 60;
-
-inline std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
 inline std::int64_t i64(std::size_t n) { return static_cast<std::int64_t>(n); }
 
 // Thread caches find their allocator by number: an address can be reused by
@@ -125,7 +123,7 @@ class CachingAllocator::Impl {
 
   void* allocate(std::size_t bytes, StreamId stream, TagId tag) {
     if (bytes == 0) return nullptr;
-    if (bytes > kMaxRequest) {
+    if (bytes > kMaxBytes) {
       std::lock_guard lock(mutex_);
       out_of_memory(bytes, stream, "the request is larger than any device");
     }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "alloc/sizes.h"
 #include "alloc/small_slots.h"
 #include "gpumem/common/error.h"
 #include "gpumem/plan/problem.h"
@@ -30,11 +31,6 @@ std::size_t alignment_of(std::size_t bytes) {
 // plan within this many requests switches plans; a later one is the same
 // shape changed a little, which the plan's matching absorbs.
 constexpr std::size_t kShapeWindow = 16;
-
-template <typename T>
-T round_up(T bytes, T unit) {
-  return (bytes + unit - 1) / unit * unit;
-}
 
 std::size_t rounded(std::size_t bytes) { return round_up(bytes, alignment_of(bytes)); }
 

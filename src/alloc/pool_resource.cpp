@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "alloc/sizes.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 
@@ -24,8 +25,6 @@ namespace gpumem::alloc {
 namespace {
 
 constexpr std::size_t kAlignment = 256;  // rmm::CUDA_ALLOCATION_ALIGNMENT
-// Requests beyond this are refused rather than rounded (no overflow below).
-constexpr std::size_t kMaxBytes = std::size_t{1} << 60;
 
 std::size_t align_up(std::size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
@@ -108,8 +107,8 @@ class PoolResource::Impl {
   Impl(MemoryResource& upstream, const PoolResourceOptions& options)
       : upstream_(upstream), maximum_(options.maximum_pool_size) {
     if (options.initial_pool_size % kAlignment != 0)
-      throw InputError(fmt::format("rmm-pool: initial pool size {} is not a multiple of 256 bytes",
-                                   options.initial_pool_size));
+      throw InputError(
+          fmt::format("rmm-pool: initial pool size {} is not a multiple of 256 bytes", options.initial_pool_size));
     if (maximum_ && *maximum_ % kAlignment != 0)
       throw InputError(fmt::format("rmm-pool: maximum pool size {} is not a multiple of 256 bytes", *maximum_));
     if (maximum_ && options.initial_pool_size > *maximum_)
@@ -119,8 +118,8 @@ class PoolResource::Impl {
     // default stream's list.
     if (options.initial_pool_size > 0) {
       std::lock_guard lock(mutex_);
-      lists_[kDefaultStream].insert(try_to_expand(options.initial_pool_size, options.initial_pool_size,
-                                                  kDefaultStream));
+      lists_[kDefaultStream].insert(
+          try_to_expand(options.initial_pool_size, options.initial_pool_size, kDefaultStream));
     }
   }
 
@@ -261,10 +260,9 @@ class PoolResource::Impl {
       }
       try_size = std::max(min_size, try_size / 2);
     }
-    throw exceeded(min_size, fmt::format("Not enough room to grow, current/max/try size = {}, {}, {}",
-                                         format_bytes(pool_size_),
-                                         maximum_ ? format_bytes(*maximum_) : std::string("unlimited"),
-                                         format_bytes(min_size)));
+    throw exceeded(min_size,
+                   fmt::format("Not enough room to grow, current/max/try size = {}, {}, {}", format_bytes(pool_size_),
+                               maximum_ ? format_bytes(*maximum_) : std::string("unlimited"), format_bytes(min_size)));
   }
 
   static OutOfMemoryError exceeded(std::size_t size, const std::string& reason) {

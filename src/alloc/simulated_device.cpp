@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "alloc/sizes.h"
 #include "gpumem/common/units.h"
 
 namespace gpumem::alloc {
@@ -19,8 +20,6 @@ namespace {
 // Simulated addresses start at 1 TiB: far from null, obviously not host heap.
 constexpr std::uintptr_t kAddressBase = std::uintptr_t{1} << 40;
 constexpr std::size_t kHostPage = 4096;
-
-std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
 
 void spin_for(std::uint64_t ns) {
   auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
@@ -35,12 +34,11 @@ void spin_for(std::uint64_t ns) {
 
 }  // namespace
 
-SimulatedDevice::SimulatedDevice(SimulatedDeviceOptions options)
-    : options_(options), next_address_(kAddressBase) {
+SimulatedDevice::SimulatedDevice(SimulatedDeviceOptions options) : options_(options), next_address_(kAddressBase) {
   if (options_.granularity == 0 || (options_.granularity & (options_.granularity - 1)) != 0 ||
       options_.granularity < kHostPage)
-    throw DeviceError(fmt::format("simulated device: granularity {} is not a power of two of at least 4 KiB",
-                                  options_.granularity));
+    throw DeviceError(
+        fmt::format("simulated device: granularity {} is not a power of two of at least 4 KiB", options_.granularity));
 }
 
 SimulatedDevice::~SimulatedDevice() {
@@ -96,10 +94,9 @@ void* SimulatedDevice::do_allocate(std::size_t bytes, StreamId) {
   std::size_t charged = round_up(bytes, kDeviceAlignment);
   if (charged < bytes || charged > options_.capacity - counters_.physical_used) {
     ++counters_.failed_calls;
-    throw OutOfMemoryError(
-        fmt::format("simulated device: cannot allocate {}: {} of {} in use", format_bytes(bytes),
-                    format_bytes(counters_.physical_used), format_bytes(options_.capacity)),
-        bytes);
+    throw OutOfMemoryError(fmt::format("simulated device: cannot allocate {}: {} of {} in use", format_bytes(bytes),
+                                       format_bytes(counters_.physical_used), format_bytes(options_.capacity)),
+                           bytes);
   }
   std::uintptr_t address;
   if (options_.backed) {
@@ -132,8 +129,10 @@ void SimulatedDevice::do_deallocate(void* ptr, std::size_t, StreamId) noexcept {
   allocations_.erase(it);
   counters_.physical_used -= round_up(bytes, kDeviceAlignment);
   --counters_.live_allocations;
-  if (options_.backed) munmap(ptr, round_up(bytes, kHostPage));
-  else return_address_range_locked(address, round_up(bytes, kDeviceAlignment));
+  if (options_.backed)
+    munmap(ptr, round_up(bytes, kHostPage));
+  else
+    return_address_range_locked(address, round_up(bytes, kDeviceAlignment));
 }
 
 std::uintptr_t SimulatedDevice::reserve(std::size_t bytes) {
@@ -147,8 +146,8 @@ std::uintptr_t SimulatedDevice::reserve(std::size_t bytes) {
     // Over-reserve by one granule to align the range, then trim.
     void* p = mmap(nullptr, bytes + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-      throw OutOfMemoryError(fmt::format("simulated device: cannot reserve {} of host address space",
-                                         format_bytes(bytes)), bytes);
+      throw OutOfMemoryError(
+          fmt::format("simulated device: cannot reserve {} of host address space", format_bytes(bytes)), bytes);
     auto raw = reinterpret_cast<std::uintptr_t>(p);
     base = round_up(raw, g);
     if (base > raw) munmap(p, base - raw);
@@ -169,7 +168,8 @@ SimulatedDevice::Reservation& SimulatedDevice::reservation_of_locked(std::uintpt
                                   address, bytes, g));
   auto it = reservations_.upper_bound(address);
   if (it == reservations_.begin() || address + bytes > std::prev(it)->first + std::prev(it)->second.bytes)
-    throw DeviceError(fmt::format("simulated device: {}({:#x}, {}): not inside a reserved range", call, address, bytes));
+    throw DeviceError(
+        fmt::format("simulated device: {}({:#x}, {}): not inside a reserved range", call, address, bytes));
   --it;
   *base = it->first;
   return it->second;
@@ -185,8 +185,10 @@ void SimulatedDevice::release(std::uintptr_t base, std::size_t bytes) {
   ++counters_.release_calls;
   counters_.reserved_address_bytes -= bytes;
   reservations_.erase(it);
-  if (options_.backed) munmap(reinterpret_cast<void*>(base), bytes);
-  else return_address_range_locked(base, bytes);
+  if (options_.backed)
+    munmap(reinterpret_cast<void*>(base), bytes);
+  else
+    return_address_range_locked(base, bytes);
 }
 
 void SimulatedDevice::require_granules_locked(const Reservation& r, std::uintptr_t base, std::size_t first,

@@ -5,11 +5,12 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
+#include "report/shape_text.h"
 
 namespace gpumem {
 namespace {
 
-std::string shape_text(const std::vector<uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+using report::shape_text;
 
 // Errors in three significant digits: enough to compare tensors.
 std::string error_text(double e) { return e == 0 ? "0" : fmt::format("{:.2e}", e); }

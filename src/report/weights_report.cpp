@@ -4,15 +4,12 @@
 
 #include "gpumem/common/units.h"
 #include "gpumem/report/weights_report.h"
+#include "report/shape_text.h"
 
 namespace gpumem {
 namespace {
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+using report::shape_text;
 
 }  // namespace
 

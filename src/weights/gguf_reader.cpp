@@ -18,14 +18,17 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/mapped_file.h"
 #include "gpumem/weights/gguf.h"
+#include "weights/gguf_layout.h"
 
 namespace gpumem::weights {
 namespace {
 
-constexpr uint32_t kMaxDims = 4;            // GGML_MAX_DIMS
-constexpr uint64_t kDefaultAlignment = 32;  // GGUF_DEFAULT_ALIGNMENT
-constexpr size_t kShortArray = 8;           // arrays up to this long are printed in full
-constexpr size_t kShortString = 32;         // ... when their strings are this short
+using gguf_layout::align_up;
+using gguf_layout::kDefaultAlignment;
+
+constexpr uint32_t kMaxDims = 4;     // GGML_MAX_DIMS
+constexpr size_t kShortArray = 8;    // arrays up to this long are printed in full
+constexpr size_t kShortString = 32;  // ... when their strings are this short
 // The least a key-value (key length, type, a 1-byte value) and a tensor
 // info (name length, n_dims, type, offset) can take: bounds the counts.
 constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;
@@ -187,8 +190,6 @@ struct Info {
   TensorEntry entry;
   uint64_t relative = 0;
 };
-
-uint64_t align_up(uint64_t n, uint64_t alignment) { return n + (alignment - n % alignment) % alignment; }
 
 }  // namespace
 

@@ -12,11 +12,13 @@
 
 #include "gpumem/common/files.h"
 #include "gpumem/weights/gguf.h"
+#include "weights/gguf_layout.h"
 
 namespace gpumem::weights {
 namespace {
 
-constexpr uint64_t kDefaultAlignment = 32;
+using gguf_layout::align_up;
+using gguf_layout::kDefaultAlignment;
 
 void put(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -63,8 +65,6 @@ uint64_t alignment_of(const GgufContents& contents) {
   }
   return kDefaultAlignment;
 }
-
-uint64_t align_up(uint64_t n, uint64_t alignment) { return n + (alignment - n % alignment) % alignment; }
 
 // Header through the padding before the data; *size gets the whole file's.
 std::string head(const GgufContents& contents, uint64_t* size) {

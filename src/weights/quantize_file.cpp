@@ -48,10 +48,6 @@ struct Input {
   std::string onnx_bytes;
 };
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 int integer_metadata(const std::map<std::string, std::string>& metadata, const std::string& key) {
   const auto it = metadata.find(key);
   if (it == metadata.end()) return 0;
@@ -167,7 +163,7 @@ void read_mapped(const std::string& path, Input& in) {
 
 Input read_input(const std::string& path) {
   Input in;
-  bool onnx = ends_with(path, ".onnx");
+  bool onnx = path.ends_with(".onnx");
   if (onnx) {
     // A GGUF or safetensors file named .onnx is read as what it is.
     const MappedFile f(path);

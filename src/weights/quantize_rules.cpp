@@ -45,15 +45,11 @@ enum class Category {
 };
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // llama.cpp's tensor_get_category on GGUF names; the Hugging Face names of
 // the same tensors (Llama-style checkpoints in safetensors) count too.
 Category category_of(const std::string& name) {
   if (name == "output.weight" || name == "lm_head.weight") return Category::kOutput;
-  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || ends_with(name, "embed_tokens.weight"))
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight" || name.ends_with("embed_tokens.weight"))
     return Category::kTokenEmbd;
   if (contains(name, "attn_qkv.weight") || contains(name, "qkv_proj.weight")) return Category::kAttnQkv;
   if (contains(name, "attn_kv_b.weight")) return Category::kAttnKvB;
@@ -93,7 +89,7 @@ int n_dims(const std::vector<uint64_t>& ne) {
 std::string not_quantized_because(const TensorShape& t, const ModelHints& hints) {
   if (n_dims(t.ne) < 2) return "1-D";
   const std::string& name = t.name;
-  if (!hints.onnx && !ends_with(name, "weight")) return "name does not end in 'weight'";
+  if (!hints.onnx && !name.ends_with("weight")) return "name does not end in 'weight'";
   static const std::vector<std::string_view> parts = {"_norm.weight",
                                                       "ffn_gate_inp.weight",
                                                       "ffn_gate_tid2eid.weight",
