@@ -6,7 +6,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 EXAMPLE ?= examples/models/bert_base.onnx
 
-.PHONY: all deps configure build run test bench fuzz asan tsan clean
+.PHONY: all deps configure build build-cli run test bench fuzz asan tsan clean
 
 all: build
 
@@ -19,7 +19,11 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# What `make run` needs: the library and the CLI, not the tests and benchmarks.
+build-cli: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target gpumem_cli
+
+run: build-cli
 	@$(BUILD_DIR)/gpumem inspect $(EXAMPLE)
 
 test: build
