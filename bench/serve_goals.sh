@@ -14,7 +14,7 @@ model=${2:-examples/llm/llama-3-8b}
 bin=${GPUMEM_BIN:-build/gpumem}
 loaded=$(mktemp --suffix=.csv)
 trap 'rm -f "$loaded"' EXIT
-"$bin" serve-sim --generate sharegpt --rate 8 --count 1000 --out "$loaded"
+"$bin" serve-sim --generate sharegpt --rate 8 --count 1000 -o "$loaded"
 for trace in examples/serve/*.csv "$loaded"; do
   "$bin" serve-sim --model "$model" --gpu "$gpu" --requests "$trace" --json |
     /usr/bin/python3 -c '

@@ -5,7 +5,7 @@
 # the suite names them (A.1048576.csv: 1 MiB): MiniMalloc's
 #   minimalloc --capacity=C --input=X.csv --output=OUT
 # against
-#   gpumem plan X.csv --capacity C --out OUT
+#   gpumem plan X.csv --gpu C -o OUT
 # median of RUNS each, and beside them each solver's own solve time (what
 # MiniMalloc prints on stderr, in whole ms; gpumem's `solve_seconds`), which
 # leaves out starting the process. Checks MiniMalloc's plan with gpumem's validator
@@ -64,7 +64,7 @@ for csv in "$dir"/*.csv; do
   timed_runs minimalloc_solve_ms "$minimalloc" --capacity="$capacity" --input="$csv" --output="$out/m.csv" \
     --timeout="${MINIMALLOC_TIMEOUT:-600s}"
   m=$ms m_solve=$solve_ms m_status=$status
-  timed_runs gpumem_solve_ms "$bin" plan "$csv" --capacity "$capacity" --out "$out/g.csv" --json
+  timed_runs gpumem_solve_ms "$bin" plan "$csv" --gpu "${capacity}B" -o "$out/g.csv" --json
   g=$ms g_solve=$solve_ms g_status=$status
   verdict=
   if [[ $m_status -ne 0 || ! -s "$out/m.csv" ]]; then

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/size_flag.h"
 #include "gpumem/alloc/config.h"
 #include "gpumem/common/error.h"
@@ -38,7 +39,7 @@ Action add_exporter_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "exporter", "Serve device and allocator memory to Prometheus at /metrics (NVML and published allocator blocks)");
   struct Args {
-    std::string listen = ":9400", interval = "1s", simulate, capacity = "80GiB", config, blocks_dir = "/dev/shm",
+    std::string listen = ":9400", interval = "1s", simulate, gpu = "80GiB", config, blocks_dir = "/dev/shm",
                 blocks_prefix = "gpumem.";
     double speed = 1.0;
     bool once = false, no_dcgm = false;
@@ -53,7 +54,7 @@ Action add_exporter_command(CLI::App& app) {
   cmd->add_option("--speed", args->speed, "With --simulate: replay this many times faster than recorded")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--capacity", args->capacity, "With --simulate: the simulated GPU's memory")->capture_default_str();
+  add_gpu_memory_option(*cmd, args->gpu, "With --simulate: the simulated GPU's memory")->capture_default_str();
   cmd->add_option("--config", args->config, "With --simulate: the allocator's settings, as GPUMEM_ALLOC_CONF");
   cmd->add_flag("--no-dcgm", args->no_dcgm, "Leave out DCGM_FI_DEV_FB_* (when dcgm-exporter already runs on the host)");
   cmd->add_flag("--once", args->once, "Collect once (after one interval with --simulate), print the metrics, exit");
@@ -80,7 +81,7 @@ Action add_exporter_command(CLI::App& app) {
       sim.trace_path = args->simulate;
       sim.speed = args->speed;
       sim.publish_name = fmt::format("/{}{}.{}", args->blocks_prefix, getpid(), sim.device);
-      sim.capacity = parse_capacity_flag(args->capacity);
+      sim.capacity = parse_memory_flag("--gpu", args->gpu);
       if (!args->config.empty()) sim.config = alloc::parse_allocator_config(args->config);
       gpus = std::make_unique<monitor::SimulatedWorkload>(sim);
       gpu_note = fmt::format("a simulated GPU replaying {}", args->simulate);

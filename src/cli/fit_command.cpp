@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/model_flags.h"
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/step_flags.h"
 #include "gpumem/common/error.h"
@@ -18,7 +19,7 @@ Action add_fit_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("fit", "Make a training step fit a budget: cheapest changes, checkpointing, largest batch");
   struct Args {
-    std::string model, budget, emit, out_dir = ".", trace_out;
+    std::string model, gpu, emit, output_dir = ".", trace_out;
     std::vector<std::string> keep;
     StepFlags step_flags;
     ModelFlags flags;
@@ -27,10 +28,9 @@ Action add_fit_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
-  cmd->add_option("--budget", args->budget,
-                  "Device memory per GPU (e.g. 24GiB): the step's reserved peak under --allocator plus --overhead "
-                  "must fit it")
-      ->required();
+  add_gpu_memory_option(*cmd, args->gpu,
+                        "Memory of one GPU (e.g. 24GiB): the step's reserved peak under --allocator plus --overhead "
+                        "must fit it (required)");
   add_shape_flags(*cmd, args->flags);
   cmd->add_flag("--max-batch", args->max_batch,
                 "Find the largest batch (the batch axis, as --batch binds it) that fits");
@@ -44,9 +44,10 @@ Action add_fit_command(CLI::App& app) {
                   "pipeline stages")
       ->check(kPositiveInteger);
   cmd->add_option("--emit", args->emit,
-                  "checkpoint (checkpoint.json), deepspeed (ds_config.json) or fsdp (fsdp_wrap.py), into -o DIR")
+                  "checkpoint (checkpoint.json), deepspeed (ds_config.json) or fsdp (fsdp_wrap.py), into --output-dir")
       ->check(CLI::IsMember({"checkpoint", "deepspeed", "fsdp"}));
-  cmd->add_option("-o,--out", args->out_dir, "Directory for --emit (default: .)");
+  cmd->add_option("--output-dir", args->output_dir, "Directory for --emit (default: .)")->type_name("DIR");
+  for (const char* old_name : {"-o", "--out"}) add_renamed_flag(*cmd, old_name, "--output-dir", args->output_dir);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/fit.md)");
   cmd->add_option("--trace", args->trace_out,
                   "Write the chosen step, changes applied, as a gpumem trace (gpumem replay reads it)");
@@ -63,7 +64,8 @@ Action add_fit_command(CLI::App& app) {
       request.keep.insert(*lever);
     }
     request.max_batch = args->max_batch;
-    request.budget = parse_memory_flag("--budget", args->budget);
+    require_flag("--gpu", args->gpu, "the memory of one GPU, e.g. 24GiB");
+    request.budget = parse_memory_flag("--gpu", args->gpu);
     request.gpus = args->gpus;
     if ((args->emit == "deepspeed" || args->emit == "fsdp") && args->gpus < 2) {
       throw InputError("fit: --emit " + args->emit + " needs --gpus N (N > 1)");
@@ -72,7 +74,7 @@ Action add_fit_command(CLI::App& app) {
     const train::FitResult fit = train::fit_training(args->model, request);
     if (!args->emit.empty()) {
       const auto [name, contents] = emitted_file(fit, args->emit);
-      write_file_atomically((std::filesystem::path(args->out_dir) / name).string(), contents);
+      write_output((std::filesystem::path(args->output_dir) / name).string(), contents, args->emit + " settings");
     }
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, fit.step);
     if (args->json) {

@@ -1,7 +1,10 @@
 #include "cli/flags.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+
+#include "gpumem/common/error.h"
 
 namespace gpumem::cli {
 
@@ -44,5 +47,35 @@ const CLI::Validator kNonNegativeNumber(
       return {};
     },
     "NUMBER>=0");
+
+CLI::Option* add_renamed_flag(CLI::App& cmd, const std::string& old_name, const std::string& new_name,
+                              std::string& value) {
+  return cmd
+      .add_option_function<std::string>(
+          old_name,
+          [&value, old_name, new_name](const std::string& text) {
+            std::fprintf(stderr, "gpumem: note: %s is now %s, the same flag on every command\n", old_name.c_str(),
+                         new_name.c_str());
+            value = text;
+          },
+          "Old name of " + new_name)
+      ->group("");  // hidden from --help and from the flag table
+}
+
+CLI::Option* add_gpu_memory_option(CLI::App& cmd, std::string& value, const std::string& description) {
+  CLI::Option* gpu = cmd.add_option("--gpu", value, description)->type_name("SIZE");
+  for (const char* old_name : {"--budget", "--capacity"}) add_renamed_flag(cmd, old_name, "--gpu", value);
+  return gpu;
+}
+
+CLI::Option* add_output_option(CLI::App& cmd, std::string& path, const std::string& description) {
+  CLI::Option* output = cmd.add_option("-o,--output", path, description)->type_name("FILE");
+  add_renamed_flag(cmd, "--out", "-o/--output", path);
+  return output;
+}
+
+void require_flag(const std::string& name, const std::string& value, const std::string& what) {
+  if (value.empty()) throw InputError(name + " is required: " + what);
+}
 
 }  // namespace gpumem::cli

@@ -20,3 +20,22 @@ extern const CLI::Validator kNonNegativeInteger;
 extern const CLI::Validator kNonNegativeNumber;
 
 }  // namespace gpumem::cli
+
+namespace gpumem::cli {
+
+// One vocabulary across commands (docs/cli.md). The memory of one GPU is
+// `--gpu SIZE` everywhere; a file written is `-o/--output FILE`. The names
+// commands used before stay as hidden aliases of the same value, and using
+// one prints a one-line note naming the new flag.
+CLI::Option* add_gpu_memory_option(CLI::App& cmd, std::string& value, const std::string& description);
+CLI::Option* add_output_option(CLI::App& cmd, std::string& path, const std::string& description);
+
+// A hidden old name for `new_name`: it sets `value` and notes the change.
+CLI::Option* add_renamed_flag(CLI::App& cmd, const std::string& old_name, const std::string& new_name,
+                              std::string& value);
+
+// A flag the command cannot do without, checked after parsing so that its
+// old name counts: "--gpu is required: <what it is>".
+void require_flag(const std::string& name, const std::string& value, const std::string& what);
+
+}  // namespace gpumem::cli

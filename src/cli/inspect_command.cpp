@@ -7,8 +7,8 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/html_flag.h"
 #include "cli/model_flags.h"
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "gpumem/plan/inference_need.h"
 #include "gpumem/report/html_reports.h"
@@ -30,14 +30,16 @@ Action add_inspect_command(CLI::App& app) {
   add_model_flags(*cmd, args->flags);
   cmd->add_option("--top", args->top, "How many of the largest activations to list")->check(kNonNegativeInteger);
   cmd->add_option("--overhead", args->overhead,
-                  "The runtime's own memory (CUDA context, workspaces), added to what inference needs");
+                  "The runtime's own memory (CUDA context, workspaces), added to what inference needs")
+      ->type_name("SIZE");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/inspect.md)");
   add_html_flag(*cmd, args->html);
 
   return [args]() {
     InspectOptions options = to_inspect_options(args->flags);
     const InspectResult result = inspect_model(args->model, options);
-    const uint64_t overhead = args->overhead.empty() ? 0 : parse_size_flag("--overhead", args->overhead, true);
+    require_bound_dimensions(result.model);
+    const uint64_t overhead = args->overhead.empty() ? 0 : parse_memory_flag("--overhead", args->overhead, true);
     ReportOptions report{args->top, plan::inference_need(result, overhead), {}};
     report.levers = plan::inference_levers(result, options, *report.need);
     if (args->json) {

@@ -30,7 +30,7 @@ Action add_llm_command(CLI::App& app) {
       ->check(kPositiveInteger);
   cmd->add_option("--ubatch", args->ubatch, "Tokens one forward processes (llama.cpp's n_ubatch)")
       ->check(kPositiveInteger);
-  cmd->add_option("--gpu", args->gpu, "Memory of one GPU, e.g. 24GiB")->required();
+  add_gpu_memory_option(*cmd, args->gpu, "Memory of one GPU, e.g. 24GiB (required)");
   cmd->add_option("--gpus", args->gpus, "GPUs to split the model over (tensor and pipeline parallel)")
       ->check(kPositiveInteger);
   cmd->add_option("--quant", args->quant,
@@ -39,7 +39,7 @@ Action add_llm_command(CLI::App& app) {
                   "KV cache element type: f16, bf16, f32, q8_0, q4_0, fp8; K,V apart as q8_0,f16");
   cmd->add_option("--flash-attn", args->flash_attn, "on (llama.cpp's choice on current GPUs) or off")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--overhead", args->overhead, "CUDA context and runtime memory (default 512MiB)");
+  cmd->add_option("--overhead", args->overhead, "CUDA context and runtime memory (default 512MiB)")->type_name("SIZE");
   cmd->add_option("--pcie", args->pcie, "Host-to-GPU bandwidth per second for the streaming plan (default 25GB)");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/llm.md)");
   return [args]() {
@@ -47,12 +47,13 @@ Action add_llm_command(CLI::App& app) {
     r.context = args->context;
     r.batch = args->batch;
     r.ubatch = args->ubatch;
-    r.gpu_bytes = parse_size_flag("--gpu", args->gpu);
+    require_flag("--gpu", args->gpu, "the memory of one GPU, e.g. 24GiB");
+    r.gpu_bytes = parse_memory_flag("--gpu", args->gpu);
     r.gpus = args->gpus;
     r.quant = args->quant;
     r.kv_dtype = args->kv_dtype;
     r.flash_attention = args->flash_attn == "on";
-    if (!args->overhead.empty()) r.overhead_bytes = parse_size_flag("--overhead", args->overhead, true);
+    if (!args->overhead.empty()) r.overhead_bytes = parse_memory_flag("--overhead", args->overhead, true);
     const auto pcie = parse_bytes(args->pcie);
     if (!pcie || *pcie == 0)
       throw InputError("--pcie: '" + args->pcie + "' is not a byte count per second, e.g. 25GB or 12GiB");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flag_table.h"
 #include "cli/parse_errors.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/progress.h"
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   const gpumem::cli::Action serve_sim = gpumem::cli::add_serve_sim_command(app);
   const gpumem::cli::Action exporter = gpumem::cli::add_exporter_command(app);
   const gpumem::cli::Action report = gpumem::cli::add_report_command(app);
+  bool print_flag_table = false;
+  gpumem::cli::add_flag_table_command(app, print_flag_table);
   // A progress bar for long work, on a terminal only, and never with --json.
   bool json = false;
   for (int i = 1; i < argc; ++i) json = json || std::string(argv[i]) == "--json";
@@ -50,6 +53,10 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("serve-sim")) return serve_sim();
     if (app.got_subcommand("exporter")) return exporter();
     if (app.got_subcommand("report")) return report();
+    if (print_flag_table) {
+      std::fputs(gpumem::cli::flag_table(app).c_str(), stdout);
+      return gpumem::kExitOk;
+    }
   } catch (const gpumem::InputError& e) {
     std::fprintf(stderr, "gpumem: error: %s\n", e.what());
     return gpumem::kExitBadInput;

@@ -13,7 +13,9 @@ namespace {
 std::optional<DType> dtype_flag(const std::string& flag, const std::string& value) {
   if (value.empty()) return std::nullopt;
   const auto t = parse_dtype(value);
-  if (!t) throw InputError(fmt::format("{} {}: unknown type (use fp32, fp16, bf16, int8, fp8 or int4)", flag, value));
+  if (!t)
+    throw InputError(
+        fmt::format("{} {}: unknown type (use fp32 or f32, fp16 or f16, bf16, int8, fp8 or int4)", flag, value));
   return t;
 }
 

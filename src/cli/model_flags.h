@@ -14,7 +14,7 @@ namespace gpumem::cli {
 
 struct ModelFlags {
   std::optional<int64_t> batch;
-  std::string batch_dim;  // --batch-dim NAME or AXIS
+  std::string batch_dim;          // --batch-dim NAME or AXIS
   std::vector<std::string> dims;  // NAME=VALUE
   std::string dtype, weights_dtype, activations_dtype;
 };

@@ -40,6 +40,7 @@ CLI::App* deepest(CLI::App& app, std::string& path) {
 // means `gpumem trace stats`.
 void command_paths(CLI::App& app, const std::string& prefix, std::vector<std::string>& out) {
   for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_group().empty()) continue;  // hidden
     const std::string path = prefix.empty() ? sub->get_name() : prefix + " " + sub->get_name();
     if (sub->get_subcommands({}).empty()) out.push_back(path);
     command_paths(*sub, path, out);
@@ -49,6 +50,7 @@ void command_paths(CLI::App& app, const std::string& prefix, std::vector<std::st
 std::vector<std::string> flag_names(const CLI::App& cmd) {
   std::vector<std::string> names;
   for (const CLI::Option* o : cmd.get_options()) {
+    if (o->get_group().empty()) continue;  // old names: suggest the current one
     for (const auto& n : o->get_lnames()) names.push_back("--" + n);
   }
   return names;
@@ -63,7 +65,8 @@ std::string unknown_command(CLI::App& app, CLI::App& at, const std::string& path
     if (!a.empty() && a[0] != '-') positional.push_back(a);
   }
   std::vector<std::string> here;
-  for (CLI::App* sub : at.get_subcommands({})) here.push_back(sub->get_name());
+  for (CLI::App* sub : at.get_subcommands({}))
+    if (!sub->get_group().empty()) here.push_back(sub->get_name());
   const std::string choices = fmt::format("{}", fmt::join(here, ", "));
   if (positional.size() <= words)
     return fmt::format("give a command: {} (see `gpumem {}--help`)", choices, path.empty() ? "" : path + " ");

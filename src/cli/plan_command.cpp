@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/html_flag.h"
 #include "cli/model_flags.h"
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
@@ -24,12 +24,12 @@ Action add_plan_command(CLI::App& app) {
     std::string input;
     std::string validate;
     ModelFlags flags;
-    std::string capacity;
+    std::string gpu;
     std::string overhead;
     double time_limit = 10.0;
     std::string solver = "auto";
     int64_t alignment = 0;
-    std::string out, html;
+    std::string output, html;
     bool json = false;
     bool no_in_place = false;
     bool minimize = false;
@@ -39,19 +39,20 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("INPUT", args->input, "MiniMalloc CSV (id,lower,upper,size[,alignment][,offset]) or ONNX model");
   cmd->add_option("--validate", args->validate, "Check the plan in this CSV (it needs an offset column) and stop");
   add_model_flags(*cmd, args->flags);
-  cmd->add_option("--capacity", args->capacity,
-                  "Bytes available (e.g. 1048576, 512MiB): stop at the first plan that fits; exit 3 if none is found");
-  cmd->add_option(
-      "--overhead", args->overhead,
-      "Models: the runtime's own memory (CUDA context, workspaces), counted with the weights against --capacity");
-  cmd->add_flag("--minimize", args->minimize, "With --capacity: keep minimising the arena after a plan fits");
+  add_gpu_memory_option(*cmd, args->gpu,
+                        "Memory available (e.g. 512MiB, 1048576B): stop at the first plan that fits; exit 3 if none "
+                        "is found");
+  cmd->add_option("--overhead", args->overhead,
+                  "Models: the runtime's own memory (CUDA context, workspaces), counted with the weights against --gpu")
+      ->type_name("SIZE");
+  cmd->add_flag("--minimize", args->minimize, "With --gpu: keep minimising the arena after a plan fits");
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the exact search (default 10)")
       ->check(kNonNegativeNumber);
   cmd->add_option("--solver", args->solver,
-                  "auto | heuristic | exact (exact: partitions of any size, and it minimises past --capacity)")
+                  "auto | heuristic | exact (exact: partitions of any size, and it minimises past --gpu)")
       ->check(CLI::IsMember({"auto", "heuristic", "exact"}));
   cmd->add_option("--alignment", args->alignment, "Align every offset to this many bytes")->check(kPositiveInteger);
-  cmd->add_option("--out", args->out, "Write the plan as CSV (the input's columns plus offset)");
+  add_output_option(*cmd, args->output, "Write the plan as CSV (the input's columns plus offset)");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/plan.md)");
   add_html_flag(*cmd, args->html);
   cmd->add_flag("--no-inplace", args->no_in_place, "Models: never write an output over a dying input");
@@ -82,14 +83,14 @@ Action add_plan_command(CLI::App& app) {
     request.solve.solver = args->solver == "heuristic" ? plan::SolverKind::Heuristic
                            : args->solver == "exact"   ? plan::SolverKind::Exact
                                                        : plan::SolverKind::Auto;
-    if (!args->capacity.empty()) request.solve.capacity = static_cast<int64_t>(parse_capacity_flag(args->capacity));
+    if (!args->gpu.empty()) request.solve.capacity = static_cast<int64_t>(parse_memory_flag("--gpu", args->gpu));
     if (args->alignment > 0) request.alignment = args->alignment;
     request.in_place = !args->no_in_place;
-    if (!args->overhead.empty()) request.overhead_bytes = parse_size_flag("--overhead", args->overhead, true);
+    if (!args->overhead.empty()) request.overhead_bytes = parse_memory_flag("--overhead", args->overhead, true);
 
     const plan::PlanReport report = plan::plan_file(args->input, request);
-    if (!args->out.empty())
-      write_file_atomically(args->out, plan::write_csv(report.problem, report.result.plan.offsets));
+    if (!args->output.empty())
+      write_output(args->output, plan::write_csv(report.problem, report.result.plan.offsets), "plan CSV");
     if (args->json) {
       std::fputs((plan_to_json(report).dump(2) + "\n").c_str(), stdout);
     } else {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "gpumem/common/error.h"
 #include "gpumem/report/quantize_report.h"
 #include "gpumem/weights/quantize_file.h"
@@ -37,6 +38,7 @@ Action add_quantize_command(CLI::App& app) {
     options.pure = args->pure;
     options.keep = args->keep;
     const auto report = weights::quantize_file(args->input, args->output, options);
+    announce_written(args->output, "GGUF " + args->type);
     if (args->json) {
       std::fputs((quantize_to_json(report).dump(2) + "\n").c_str(), stdout);
     } else {

@@ -1,4 +1,4 @@
-// `gpumem replay TRACE [--policy NAME ...] [--capacity BYTES] [--json]`.
+// `gpumem replay TRACE [--policy NAME ...] [--gpu SIZE] [--json]`.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/html_flag.h"
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
@@ -24,7 +24,7 @@ Action add_replay_command(CLI::App& app) {
   struct Args {
     std::string input;
     std::vector<std::string> policies;
-    std::string capacity;
+    std::string gpu;
     bool json = false;
     bool strict = false;
     double time_limit = 5.0;
@@ -35,7 +35,7 @@ Action add_replay_command(CLI::App& app) {
   cmd->add_option("TRACE", args->input, "Any trace gpumem reads (see `gpumem trace stats`)")->required();
   add_list_option(*cmd, "--policy", args->policies,
                   "gpumem | gpumem-expandable | pytorch | pytorch-expandable | bfc | rmm-pool (default: all)", "NAME");
-  cmd->add_option("--capacity", args->capacity, "Device memory (e.g. 80GiB): report where each policy runs out");
+  add_gpu_memory_option(*cmd, args->gpu, "Memory of the GPU (e.g. 80GiB): report where each policy runs out");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/trace.md)");
   add_html_flag(*cmd, args->html);
   cmd->add_flag("--strict", args->strict, "Fail on the first event that makes no sense instead of skipping it");
@@ -57,7 +57,7 @@ Action add_replay_command(CLI::App& app) {
     options.optimal_time_limit = args->time_limit;
     options.current_policy = args->current;
     if (args->device != -2) options.device = args->device;
-    if (!args->capacity.empty()) options.capacity = parse_capacity_flag(args->capacity);
+    if (!args->gpu.empty()) options.capacity = parse_memory_flag("--gpu", args->gpu);
     if (!args->html.empty()) options.timeline_columns = report::kHtmlColumns;
     const trace::ReplayReport report = trace::replay(t, options);
     if (!args->html.empty()) write_html(args->html, report::trace_html(t, nullptr, &report));
@@ -67,7 +67,7 @@ Action add_replay_command(CLI::App& app) {
       for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
       std::fputs(render_replay_text(report).c_str(), stdout);
     }
-    // As `plan`: with --capacity, exit 3 when nothing replayed fits it.
+    // As `plan`: with --gpu, exit 3 when nothing replayed fits it.
     return trace::every_policy_runs_out(report) ? kExitDoesNotFit : kExitOk;
   };
 }

@@ -3,8 +3,8 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/html_flag.h"
 #include "cli/model_flags.h"
+#include "cli/output_files.h"
 #include "gpumem/report/html_reports.h"
 
 namespace gpumem::cli {
@@ -20,11 +20,12 @@ Action add_report_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   cmd->add_option("INPUT", args->input, "An ONNX model, or any trace gpumem reads (see `gpumem trace stats`)")
       ->required();
-  cmd->add_option("-o,--output", args->output, "Where the HTML goes")->required();
+  add_output_option(*cmd, args->output, "Where the HTML goes (required)");
   add_shape_flags(*cmd, args->flags);
   cmd->add_option("--time-limit", args->time_limit, "Seconds for the planner's optimum (0: heuristics only; default 5)")
       ->check(kNonNegativeNumber);
   return [args]() {
+    require_flag("-o/--output", args->output, "where the HTML goes");
     report::HtmlRequest request;
     request.model = to_inspect_options(args->flags);
     request.time_limit = args->time_limit;

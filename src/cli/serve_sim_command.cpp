@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
@@ -51,14 +52,14 @@ Action add_serve_sim_command(CLI::App& app) {
     uint32_t max_model_len = 4096, block_tokens = 16, token_budget = 2048, max_seqs = 256;
     bool no_prefix_cache = false, json = false;
     std::string flops = "494.5e12", bandwidth = "2.68TB", step_overhead = "0.0005";
-    std::string generate, out;
+    std::string generate, output;
     uint64_t seed = 1, count = 0;
     double rate = 0;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--model", args->model,
                   "A .gguf file, a Hugging Face folder or a config.json (what gpumem llm takes)");
-  cmd->add_option("--gpu", args->gpu, "Memory of the GPU, e.g. 80GiB");
+  add_gpu_memory_option(*cmd, args->gpu, "Memory of the GPU, e.g. 80GiB");
   cmd->add_option("--requests", args->requests,
                   "Request trace: CSV arrival_s,prompt_tokens,output_tokens[,prefix_group[,prefix_tokens]] or JSON "
                   "lines, gzip or not");
@@ -73,7 +74,7 @@ Action add_serve_sim_command(CLI::App& app) {
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Turn the paged policies' prefix cache off");
   cmd->add_option("--quant", args->quant, "Price the weights as gpumem quantize --type would write them");
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache element type: f16, bf16, f32, q8_0, q4_0, fp8");
-  cmd->add_option("--overhead", args->overhead, "CUDA context and runtime memory (default 512MiB)");
+  cmd->add_option("--overhead", args->overhead, "CUDA context and runtime memory (default 512MiB)")->type_name("SIZE");
   cmd->add_option("--flops", args->flops, "Effective FLOP/s of the GPU (default 494.5e12: half an H100's BF16)");
   cmd->add_option("--bandwidth", args->bandwidth,
                   "Effective memory bandwidth per second (default 2.68TB: 80% of an H100's 3.35TB)");
@@ -81,7 +82,7 @@ Action add_serve_sim_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/serve.md)");
   cmd->add_option("--generate", args->generate,
                   "Write a generated trace instead of simulating: sharegpt, alpaca, system-prompt, bursty");
-  cmd->add_option("--out", args->out, "With --generate: the CSV file to write (default: stdout)");
+  add_output_option(*cmd, args->output, "With --generate: the CSV file to write (default: stdout)");
   cmd->add_option("--seed", args->seed, "With --generate: the random seed (default 1)");
   cmd->add_option("--count", args->count, "With --generate: requests (default 1000)")->check(kPositiveInteger);
   cmd->add_option("--rate", args->rate, "With --generate: arrivals per second (default: the preset's)")
@@ -94,15 +95,15 @@ Action add_serve_sim_command(CLI::App& app) {
       if (args->count) shape.requests = args->count;
       if (args->rate > 0) shape.rate_per_s = args->rate;
       const std::string csv = serve::request_trace_csv(serve::generate_trace(shape));
-      if (args->out.empty()) {
+      if (args->output.empty()) {
         std::fputs(csv.c_str(), stdout);
       } else {
-        write_file_atomically(args->out, csv);
+        write_output(args->output, csv, "request trace CSV");
       }
       return kExitOk;
     }
     if (args->model.empty()) throw InputError("serve-sim: give --model (or --generate PRESET)");
-    if (args->gpu.empty()) throw InputError("serve-sim: give --gpu, e.g. --gpu 80GiB");
+    require_flag("--gpu", args->gpu, "the memory of the GPU, e.g. 80GiB");
     if (args->requests.empty())
       throw InputError("serve-sim: give --requests FILE (gpumem serve-sim --generate makes one)");
     std::vector<serve::Policy> policies;
@@ -110,10 +111,10 @@ Action add_serve_sim_command(CLI::App& app) {
     if (policies.empty()) policies = {serve::Policy::kContiguous, serve::Policy::kVllm, serve::Policy::kGpumem};
 
     llm::LlmRequest r;
-    r.gpu_bytes = parse_size_flag("--gpu", args->gpu);
+    r.gpu_bytes = parse_memory_flag("--gpu", args->gpu);
     r.quant = args->quant;
     r.kv_dtype = args->kv_dtype;
-    if (!args->overhead.empty()) r.overhead_bytes = parse_size_flag("--overhead", args->overhead, true);
+    if (!args->overhead.empty()) r.overhead_bytes = parse_memory_flag("--overhead", args->overhead, true);
     serve::SchedulerConfig config;
     config.block_tokens = args->block_tokens;
     config.max_model_len = args->max_model_len;

@@ -28,9 +28,12 @@ uint64_t parse_size_flag(std::string_view flag, const std::string& text, bool al
 
 uint64_t parse_memory_flag(std::string_view flag, const std::string& text, bool allow_zero) {
   const bool bare = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
-  if (bare && !(allow_zero && parse_bytes(text) == 0)) {
-    throw InputError(fmt::format("{} {}: give a unit, e.g. {}GiB or {}MiB ({}B for bytes)", flag, printable(text), text,
-                                 text, text));
+  const auto bytes = parse_bytes(text);
+  if (bare && bytes && *bytes > 0) {
+    // Small numbers are GiB forgotten; large ones are byte counts.
+    const std::string guess = *bytes < 65536 ? text + "GiB" : fmt::format("{}B ({})", text, format_bytes(*bytes));
+    throw InputError(fmt::format("{} {}: a size needs a unit: did you mean {}? (B for bytes, KiB, MiB, GiB, GB)", flag,
+                                 printable(text), guess));
   }
   return parse_size_flag(flag, text, allow_zero);
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Byte-size flags (--capacity, --overhead) as every subcommand takes them.
+// Memory sizes (--gpu, --overhead) as every subcommand takes them.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -12,11 +12,9 @@ namespace gpumem::cli {
 // sold as "80GB" has 80 GiB.
 uint64_t parse_size_flag(std::string_view flag, const std::string& text, bool allow_zero = false);
 
-// The same for a device's memory (--budget, --overhead), where a bare
-// number is never meant as bytes: "24" is refused with a suggestion
-// ("24GiB"); "24B" is bytes. Zero needs no unit.
+// The same for memory (--gpu, --overhead), where a bare number is
+// ambiguous: "24" is refused with "did you mean 24GiB?" and "1048576" with
+// "did you mean 1048576B (1.00 MiB)?"; "24B" is bytes. Zero needs no unit.
 uint64_t parse_memory_flag(std::string_view flag, const std::string& text, bool allow_zero = false);
-
-inline uint64_t parse_capacity_flag(const std::string& text) { return parse_size_flag("--capacity", text); }
 
 }  // namespace gpumem::cli

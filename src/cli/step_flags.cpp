@@ -4,6 +4,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "gpumem/common/device_overhead.h"
 #include "gpumem/common/error.h"
@@ -67,7 +68,8 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
       ->check(CLI::IsMember(train::step_allocator_names()));
   cmd.add_option("--overhead", flags.overhead,
                  "Device memory no allocator sees: CUDA context, cuBLAS/cuDNN workspaces (default " +
-                     format_bytes(kDefaultCudaOverheadBytes) + " on cuda, 0 on cpu)");
+                     format_bytes(kDefaultCudaOverheadBytes) + " on cuda, 0 on cpu)")
+      ->type_name("SIZE");
 }
 
 void apply_step_flags(const StepFlags& flags, train::TrainOptions& options) {
@@ -90,6 +92,7 @@ void write_step_trace(const std::string& path, const train::TrainingStep& step) 
   std::ostringstream history;
   trace::write_history(train::step_trace(step), history);
   trace::write_trace_file(path, history.str());
+  announce_written(path, "gpumem trace of the step");
 }
 
 }  // namespace gpumem::cli

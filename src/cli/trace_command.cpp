@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/html_flag.h"
+#include "cli/output_files.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -30,7 +30,7 @@ Action add_trace_command(CLI::App& app) {
     bool strict = false;
     int device = -2;  // -2: the busiest device
     std::string to;
-    std::string out;
+    std::string output;
     std::string html;
     double time_limit = 5.0;
   };
@@ -49,17 +49,18 @@ Action add_trace_command(CLI::App& app) {
   convert->add_option("--to", args->to, "pytorch | perfetto | csv | jsonl")
       ->required()
       ->check(CLI::IsMember({"pytorch", "perfetto", "csv", "jsonl"}));
-  convert->add_option("-o,--out", args->out, "Output file (written atomically; gzip when it ends in .gz)")->required();
+  add_output_option(*convert, args->output, "Output file (gzip when it ends in .gz; required)");
   convert->add_flag("--strict", args->strict, "Fail on damaged records instead of skipping them");
   convert->add_option("--device", args->device, "csv: the device whose allocations to write (default: busiest)");
   auto* plan = cmd->add_subcommand(
       "plan", "Plan the trace's last complete iteration for planned mode (a JSON file a job loads before it starts)");
   plan->add_option("TRACE", args->input, "Any trace gpumem reads, of two iterations or more")->required();
-  plan->add_option("-o,--out", args->out, "The plan (JSON, written atomically)")->required();
+  add_output_option(*plan, args->output, "The plan, JSON (required)");
   plan->add_option("--time-limit", args->time_limit, "Seconds for the planner (default 5)")->check(kNonNegativeNumber);
   plan->add_option("--device", args->device, "Device to plan (default: the one with the most allocations)");
 
   return [args, stats, plan]() {
+    if (!stats->parsed()) require_flag("-o/--output", args->output, "the file to write");
     trace::ReadOptions read;
     read.strict = args->strict;
     const trace::Trace t = trace::read_trace(args->input, read);
@@ -79,12 +80,11 @@ Action add_trace_command(CLI::App& app) {
       trace::require_memory_events(t, /*history_needed=*/true);
       const trace::TracePlan p =
           trace::plan_last_iteration(trace::extract_lifetimes(t, device, args->strict), args->input, args->time_limit);
-      write_file_atomically(args->out, alloc::to_json(p.plan));
+      write_output(args->output, alloc::to_json(p.plan), "planned-mode plan");
       std::printf("Plan of iteration %zu of %zu: %zu requests, %zu from the arena; arena %s (%zu bytes, %s)\n",
                   p.iteration + 1, p.iterations, p.plan.sizes.size(), p.planned_requests,
                   format_bytes(p.plan.arena).c_str(), p.plan.arena,
                   p.plan.proven_optimal ? "proven optimal" : "best found");
-      std::fprintf(stderr, "gpumem: wrote %s\n", args->out.c_str());
       return kExitOk;
     }
     std::ostringstream out;
@@ -96,8 +96,8 @@ Action add_trace_command(CLI::App& app) {
       trace::write_history(t, out);
     else
       out << plan::write_csv(trace::to_problem(trace::extract_lifetimes(t, device, args->strict), t.events.size()), {});
-    trace::write_trace_file(args->out, out.str());
-    std::fprintf(stderr, "gpumem: wrote %s (%s, %zu events)\n", args->out.c_str(), args->to.c_str(), t.events.size());
+    trace::write_trace_file(args->output, out.str());
+    announce_written(args->output, fmt::format("{} trace, {} events", args->to, format_count(t.events.size())));
     for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
     return kExitOk;
   };

@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/html_flag.h"
 #include "cli/model_flags.h"
+#include "cli/output_files.h"
 #include "cli/step_flags.h"
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/train_report.h"

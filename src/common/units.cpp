@@ -43,12 +43,19 @@ std::string_view trim_blanks(std::string_view v) {
   return v;
 }
 
+// Units are read case-insensitively: 8gb, 8GB and 8Gb are all 8 GB.
+bool same_letters(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 }  // namespace
 
 bool has_decimal_unit(std::string_view text) {
   text = trim_blanks(text);
   for (std::string_view unit : {"KB", "MB", "GB", "TB"}) {
-    if (text.size() > unit.size() && text.substr(text.size() - unit.size()) == unit) return true;
+    if (text.size() > unit.size() && same_letters(text.substr(text.size() - unit.size()), unit)) return true;
   }
   return false;
 }
@@ -75,7 +82,7 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
                                                                    {"M", 1048576.0},
                                                                    {"G", 1073741824.0}};
   for (const auto& [name, scale] : kUnits) {
-    if (unit != name) continue;
+    if (!same_letters(unit, name)) continue;
     if (number.find('.') == std::string::npos && scale == 1.0) {
       uint64_t v = 0;
       for (char c : number) {

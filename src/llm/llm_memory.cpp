@@ -7,17 +7,23 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
+#include "gpumem/model/dtype.h"
 
 namespace gpumem::llm {
 
 KvType kv_type(const std::string& name) {
   // Block layouts as ggml-common.h defines them; fp8 as vLLM stores it
-  // (one byte, e4m3 or e5m2, scales kept per tensor).
-  if (name == "f16" || name == "bf16") return {name, 1, 2};
-  if (name == "f32") return {name, 1, 4};
+  // (one byte, e4m3 or e5m2, scales kept per tensor). Float types take every
+  // spelling `--dtype` takes (fp16, float16, f16) and keep ggml's name.
+  switch (parse_dtype(name).value_or(DType::Undefined)) {
+    case DType::Float16: return {"f16", 1, 2};
+    case DType::BFloat16: return {"bf16", 1, 2};
+    case DType::Float: return {"f32", 1, 4};
+    case DType::Float8E4M3FN: return {"fp8", 1, 1};
+    default: break;
+  }
   if (name == "q8_0") return {name, 32, 34};
   if (name == "q4_0") return {name, 32, 18};
-  if (name == "fp8") return {name, 1, 1};
   throw InputError(fmt::format("--kv-dtype: '{}' is not one of f16, bf16, f32, q8_0, q4_0, fp8", printable(name)));
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/file_kind.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/weights/gguf.h"
@@ -135,7 +136,11 @@ LlmModel load_llm_model(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return from_folder(path);
   if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such file or folder", path));
-  if (path.ends_with(".json")) {
+  const FileKind kind = file_kind_at(path);
+  if (auto wrong = wrong_kind_error(path, {FileKind::Gguf, FileKind::ModelConfig},
+                                    "a GGUF file, a model folder or a config.json"))
+    throw InputError(*wrong);
+  if (path.ends_with(".json") || kind == FileKind::ModelConfig) {
     LlmModel m = model_from_hf_config(read_text(path), path);
     m.source = path;
     return m;

@@ -34,10 +34,12 @@ std::string_view dtype_name(DType t) {
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
-  if (name == "fp32" || name == "float32" || name == "float") return DType::Float;
-  if (name == "fp16" || name == "float16" || name == "half") return DType::Float16;
+  // Both families of names: PyTorch's (fp16, float16) and ggml's (f16), so
+  // that every command that takes a dtype takes the same words.
+  if (name == "fp32" || name == "f32" || name == "float32" || name == "float") return DType::Float;
+  if (name == "fp16" || name == "f16" || name == "float16" || name == "half") return DType::Float16;
   if (name == "bf16" || name == "bfloat16") return DType::BFloat16;
-  if (name == "fp64" || name == "float64" || name == "double") return DType::Double;
+  if (name == "fp64" || name == "f64" || name == "float64" || name == "double") return DType::Double;
   if (name == "int8") return DType::Int8;
   if (name == "uint8") return DType::UInt8;
   if (name == "fp8" || name == "float8e4m3fn") return DType::Float8E4M3FN;

@@ -34,6 +34,8 @@ std::string read_file(const std::filesystem::path& path) {
   }
   if (std::filesystem::is_directory(status))
     throw InputError(fmt::format("{}: is a directory, not a model file", path.string()));
+  // Before reading it all: a 4 GB GGUF is named as what it is.
+  if (auto wrong = wrong_kind_error(path.string(), {FileKind::OnnxModel}, "an ONNX model")) throw InputError(*wrong);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
   in.seekg(0, std::ios::end);
@@ -60,9 +62,8 @@ onnx::ModelProto parse(std::string_view bytes, const std::string& name) {
   const bool parsed = model.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
   if (!parsed || !model.has_graph() || model.ir_version() <= 0) {
     // Another kind of file gpumem reads (a trace given to inspect): say which command takes it.
-    if (auto advice = other_kind_advice(bytes.substr(0, 256), LikelyKind::OnnxModel, name)) {
-      throw InputError(fmt::format("{}: not an ONNX model: {}", name, *advice));
-    }
+    if (auto wrong = wrong_kind_error(bytes.substr(0, 4096), name, {FileKind::OnnxModel}, "an ONNX model"))
+      throw InputError(*wrong);
   }
   if (!parsed) {
     throw InputError(fmt::format("{}: not a valid ONNX model: the protobuf is truncated or corrupted", name));

@@ -96,7 +96,11 @@ Exporter::Exporter(GpuMemorySource* gpus, ExporterOptions options)
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(civetweb_address(options_.listen), 2);
   } catch (const std::exception& e) {
-    throw InputError(fmt::format("--listen {}: cannot listen there ({})", options_.listen, e.what()));
+    // CivetWeb says only "null context when constructing CivetServer".
+    throw InputError(fmt::format(
+        "--listen {}: cannot listen there: the port is in use (another exporter?) or the address is not one of this "
+        "machine's; give another with --listen [HOST]:PORT (CivetWeb: {})",
+        options_.listen, e.what()));
   }
   exposer_->RegisterCollectable(collector_);
 }

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <string_view>
 
+#include "common/file_kind.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/progress.h"
 #include "gpumem/plan/csv.h"
@@ -19,7 +20,8 @@ bool is_csv_path(const std::string& path) {
            std::equal(path.end() - static_cast<std::ptrdiff_t>(suffix.size()), path.end(), suffix.begin(),
                       [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
   };
-  return ends_with(".csv") || ends_with(".csv.gz");
+  // By name, or by content for a CSV named otherwise (plan.txt).
+  return ends_with(".csv") || ends_with(".csv.gz") || file_kind_at(path) == FileKind::PlanCsv;
 }
 
 namespace {
@@ -44,6 +46,8 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
   report.input = path;
   report.capacity = request.solve.capacity;
   if (is_csv_path(path)) {
+    if (auto wrong = wrong_kind_error(path, {FileKind::PlanCsv}, "a MiniMalloc CSV of buffers"))
+      throw InputError(*wrong);
     CsvProblem csv = read_csv(path);
     report.problem = std::move(csv.problem);
     for (size_t i = 0; i < report.problem.buffers.size(); ++i) {
@@ -64,6 +68,7 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
   } else {
     report.from_model = true;
     const InspectResult inspected = inspect_model(path, request.model);
+    require_bound_dimensions(inspected.model);
     ModelBuffers buffers = model_buffers(inspected.model.graph, inspected.memory, request.in_place);
     report.problem = std::move(buffers.problem);
     apply_alignment(report.problem, request.alignment);

@@ -97,12 +97,17 @@ void oom_text(std::string& out, const trace::OomReport& o, std::int64_t start_ns
   out += fmt::format("Out of memory at {}: tried to allocate {}", event_time(o.event, since(o.time_ns, start_ns)),
                      bytes(o.requested));
   if (o.device_free) out += fmt::format(" with {} free on the device", bytes(o.device_free));
-  out +=
-      fmt::format("\n  {}: reserved {}, allocated {}; {} reserved but unallocated, the largest free block {}\n",
-                  o.from_history ? "then" : "at the snapshot (the history has no segment events before the error)",
-                  bytes(o.reserved), bytes(o.allocated), bytes(o.reserved - o.allocated), bytes(o.largest_free_block));
+  if (!o.reserved_known) {
+    out += fmt::format("\n  then: allocated {} (the trace records no segments, so reserved memory is unknown)\n",
+                       bytes(o.allocated));
+  } else {
+    out += fmt::format("\n  {}: reserved {}, allocated {}; {} reserved but unallocated, the largest free block {}\n",
+                       o.from_history ? "then" : "at the snapshot (the history has no segment events before the error)",
+                       bytes(o.reserved), bytes(o.allocated), bytes(o.reserved - o.allocated),
+                       bytes(o.largest_free_block));
+  }
   out += "  the request came from " + o.label + "\n";
-  if (o.reserved - o.allocated >= o.requested && o.largest_free_block < o.requested)
+  if (o.reserved_known && o.reserved - o.allocated >= o.requested && o.largest_free_block < o.requested)
     out +=
         "  fragmentation: the reserved but unallocated memory would hold the request, no free block does; "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets free memory join (see `gpumem replay`)\n";
@@ -141,6 +146,7 @@ nlohmann::ordered_json ooms_json(const std::vector<trace::OomReport>& ooms) {
          {"requested_bytes", o.requested},
          {"device_free_bytes", o.device_free},
          {"from_history", o.from_history},
+         {"reserved_known", o.reserved_known},
          {"reserved_bytes", o.reserved},
          {"allocated_bytes", o.allocated},
          {"largest_free_block_bytes", o.largest_free_block},
@@ -151,7 +157,8 @@ nlohmann::ordered_json ooms_json(const std::vector<trace::OomReport>& ooms) {
 }  // namespace
 
 std::string render_trace_stats_text(const trace::TraceStats& s, const std::string& source) {
-  std::string out = fmt::format("Trace {} ({}): {} events, device {}\n", source, s.format, count(s.events), s.device);
+  std::string out =
+      fmt::format("Trace {} ({}): {} events, {}\n", source, s.format, count(s.events), trace::device_name(s.device));
   for (const std::string& w : s.warnings) out += "warning: " + w + "\n";
   std::string actions;
   for (const auto& [name, n] : s.actions)
@@ -291,8 +298,8 @@ nlohmann::ordered_json trace_stats_to_json(const trace::TraceStats& s, const std
 }
 
 std::string render_replay_text(const trace::ReplayReport& r) {
-  std::string out = fmt::format("Replay of {} ({}): {} events, {} allocations on device {}\n", r.source, r.format,
-                                count(r.events), count(r.allocations), r.device);
+  std::string out = fmt::format("Replay of {} ({}): {} events, {} allocations on {}\n", r.source, r.format,
+                                count(r.events), count(r.allocations), trace::device_name(r.device));
   out += fmt::format("Traced peak {} at event {}: the trace's own allocations", bytes(r.traced_peak),
                      count(r.traced_peak_event));
   if (r.baseline)

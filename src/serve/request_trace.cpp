@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/file_kind.h"
 #include "common/text.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
@@ -200,7 +201,13 @@ std::vector<Request> parse_request_trace(std::string_view text, const std::strin
 
 std::vector<Request> read_request_trace(const std::string& path, uint32_t max_model_len) {
   bool gzipped = false;
+  // A gzip stream is looked into only once read: it may hold either kind.
+  if (auto wrong = wrong_kind_error(path, {FileKind::RequestTrace, FileKind::MemoryTrace}, "a request trace"))
+    throw InputError(*wrong);
   const std::string text = read_file(path, kMaxTraceBytes, "the most a request trace may hold", &gzipped);
+  if (auto wrong =
+          wrong_kind_error(std::string_view(text).substr(0, 4096), path, {FileKind::RequestTrace}, "a request trace"))
+    throw InputError(*wrong);
   return parse_request_trace(text, path, max_model_len);
 }
 

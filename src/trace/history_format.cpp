@@ -1,7 +1,9 @@
 // gpumem's allocator history (JSON lines; src/alloc/history.cpp writes it,
 // docs/allocator.md "Statistics, snapshots, history" documents it), read and written.
 //
-//   {"format":"gpumem-history","version":1,"events":N,"dropped":D}
+//   {"format":"gpumem-history","version":1,"events":N,"dropped":D[,"allocator":"pytorch"]}
+// ("allocator": the policy the events were made under, when not gpumem's own,
+// e.g. a step `gpumem train --trace` predicted for PyTorch's allocator)
 //   {"action":"alloc","time_ns":T,"addr":A,"size":S,"requested":R,"stream":K,"tag":"name"}
 //
 // Each line is one flat object, read by a small SAX handler into fixed
@@ -19,6 +21,7 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/trace/formats.h"
+#include "gpumem/trace/replay.h"
 #include "trace/json_text.h"
 #include "trace/text_lines.h"
 
@@ -31,7 +34,20 @@ using json = nlohmann::json;
 class LineHandler {
  public:
   enum class Key : std::uint8_t {
-    kOther, kFormat, kVersion, kEvents, kDropped, kAction, kTime, kAddr, kSize, kRequested, kStream, kTag, kDevice
+    kOther,
+    kFormat,
+    kVersion,
+    kEvents,
+    kDropped,
+    kAllocator,
+    kAction,
+    kTime,
+    kAddr,
+    kSize,
+    kRequested,
+    kStream,
+    kTag,
+    kDevice
   };
   struct Value {
     bool present = false;
@@ -53,8 +69,12 @@ class LineHandler {
   bool nested() const { return nested_; }
   bool root_object() const { return root_object_; }
 
-  bool null() { return put([](Value&) {}); }
-  bool boolean(bool) { return put([](Value&) {}); }
+  bool null() {
+    return put([](Value&) {});
+  }
+  bool boolean(bool) {
+    return put([](Value&) {});
+  }
   bool number_integer(std::int64_t v) {
     return put([&](Value& x) {
       x.is_integer = true;
@@ -68,21 +88,27 @@ class LineHandler {
       x.magnitude = v;
     });
   }
-  bool number_float(double, const std::string&) { return put([](Value&) {}); }
+  bool number_float(double, const std::string&) {
+    return put([](Value&) {});
+  }
   bool string(std::string& s) {
     return put([&](Value& x) {
       x.is_string = true;
       x.text = s;
     });
   }
-  bool binary(json::binary_t&) { return put([](Value&) {}); }
+  bool binary(json::binary_t&) {
+    return put([](Value&) {});
+  }
   bool key(std::string& k) {
     key_ = key_of(k);
     return true;
   }
   bool start_object(std::size_t) {
-    if (depth_ == 0) root_object_ = true;
-    else nested_ = true;
+    if (depth_ == 0)
+      root_object_ = true;
+    else
+      nested_ = true;
     ++depth_;
     return true;
   }
@@ -110,9 +136,11 @@ class LineHandler {
  private:
   static Key key_of(std::string_view k) {
     static constexpr std::pair<std::string_view, Key> kKeys[] = {
-        {"format", Key::kFormat}, {"version", Key::kVersion},     {"events", Key::kEvents}, {"dropped", Key::kDropped},
-        {"action", Key::kAction}, {"time_ns", Key::kTime},        {"addr", Key::kAddr},     {"size", Key::kSize},
-        {"requested", Key::kRequested}, {"stream", Key::kStream}, {"tag", Key::kTag},       {"device", Key::kDevice}};
+        {"format", Key::kFormat},       {"version", Key::kVersion},     {"events", Key::kEvents},
+        {"dropped", Key::kDropped},     {"allocator", Key::kAllocator}, {"action", Key::kAction},
+        {"time_ns", Key::kTime},        {"addr", Key::kAddr},           {"size", Key::kSize},
+        {"requested", Key::kRequested}, {"stream", Key::kStream},       {"tag", Key::kTag},
+        {"device", Key::kDevice}};
     for (auto [name, key] : kKeys)
       if (k == name) return key;
     return Key::kOther;
@@ -128,7 +156,7 @@ class LineHandler {
     return true;
   }
 
-  Value values_[13];
+  Value values_[static_cast<std::size_t>(Key::kDevice) + 1];
   int depth_ = 0;
   bool nested_ = false;
   bool root_object_ = false;
@@ -189,10 +217,15 @@ Trace read_history(std::string_view data, const std::string& name, const ReadOpt
     std::int64_t version = 0;
     if (why.empty()) why = integer_problem(h[Key::kVersion], "version", 0, kInt64Max, version);
     if (why.empty() && version != 1) why = fmt::format("version {} (this gpumem reads version 1)", version);
-    if (why.empty() && h[Key::kEvents].present) why = integer_problem(h[Key::kEvents], "events", 0, kInt64Max, declared_events);
-    if (why.empty() && h[Key::kDropped].present) why = integer_problem(h[Key::kDropped], "dropped", 0, kInt64Max, dropped);
+    if (why.empty() && h[Key::kEvents].present)
+      why = integer_problem(h[Key::kEvents], "events", 0, kInt64Max, declared_events);
+    if (why.empty() && h[Key::kDropped].present)
+      why = integer_problem(h[Key::kDropped], "dropped", 0, kInt64Max, dropped);
+    if (why.empty() && h[Key::kAllocator].present && !h[Key::kAllocator].is_string)
+      why = "\"allocator\" is not a string";
     if (!why.empty())
       throw InputError(fmt::format("{}: line {}: not a gpumem history header: {}", file, lines.number(), why));
+    trace.recorded_under = h[Key::kAllocator].text;
   }
 
   detail::SkippedLines skipped(file, options.strict, trace);
@@ -218,8 +251,10 @@ Trace read_history(std::string_view data, const std::string& name, const ReadOpt
     std::int64_t addr = 0, size = 0, stream = 0, time = kUnknown, device = 0;
     std::string why = integer_problem(h[Key::kAddr], "addr", kInt64Min, UINT64_MAX, addr);
     if (why.empty()) why = integer_problem(h[Key::kSize], "size", 0, kInt64Max, size);
-    if (why.empty() && h[Key::kStream].present) why = integer_problem(h[Key::kStream], "stream", kInt64Min, UINT64_MAX, stream);
-    if (why.empty() && h[Key::kTime].present) why = integer_problem(h[Key::kTime], "time_ns", kInt64Min, kInt64Max, time);
+    if (why.empty() && h[Key::kStream].present)
+      why = integer_problem(h[Key::kStream], "stream", kInt64Min, UINT64_MAX, stream);
+    if (why.empty() && h[Key::kTime].present)
+      why = integer_problem(h[Key::kTime], "time_ns", kInt64Min, kInt64Max, time);
     if (why.empty() && h[Key::kDevice].present)
       why = integer_problem(h[Key::kDevice], "device", std::numeric_limits<std::int32_t>::min(),
                             std::numeric_limits<std::int32_t>::max(), device);
@@ -258,7 +293,14 @@ void write_history(const Trace& trace, std::ostream& out) {
   // Snapshots are not allocator actions: the format's readers do not know them.
   std::size_t count = 0;
   for (const Event& e : trace.events) count += e.action != Action::kSnapshot;
-  std::string buffer = fmt::format("{{\"format\":\"gpumem-history\",\"version\":1,\"events\":{},\"dropped\":0}}\n", count);
+  std::string buffer = fmt::format("{{\"format\":\"gpumem-history\",\"version\":1,\"events\":{},\"dropped\":0", count);
+  // A trace from PyTorch or RMM keeps, converted, the allocator it was recorded under.
+  const std::string allocator = recorded_policy(trace);
+  if (!allocator.empty() && allocator != "gpumem") {
+    buffer += ",\"allocator\":";
+    detail::append_json_string(buffer, allocator);
+  }
+  buffer += "}\n";
   std::vector<std::string> labels(trace.contexts.size());
   for (std::size_t i = 1; i < trace.contexts.size(); ++i) labels[i] = trace.contexts[i].label();
   auto it = std::back_inserter(buffer);

@@ -51,6 +51,10 @@ void mark_steps(const Trace& trace, Lifetimes& out) {
 
 }  // namespace
 
+std::string device_name(std::int32_t device) {
+  return device == -1 ? std::string("CPU (device -1)") : fmt::format("device {}", device);
+}
+
 std::int32_t busiest_device(const Trace& trace) {
   std::map<std::int32_t, std::uint64_t> allocs;
   for (const Event& e : trace.events)

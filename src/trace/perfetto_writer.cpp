@@ -56,10 +56,6 @@ void append_us(std::string& out, std::int64_t ns) {
   fmt::format_to(std::back_inserter(out), "{}{}.{:03}", ns < 0 ? "-" : "", magnitude / 1000, magnitude % 1000);
 }
 
-std::string device_name(std::int32_t device) {
-  return device == -1 ? std::string("CPU") : fmt::format("device {}", device);
-}
-
 bool is_segment_or_oom(Action a) {
   return a == Action::kSegmentAlloc || a == Action::kSegmentFree || a == Action::kSegmentMap ||
          a == Action::kSegmentUnmap || a == Action::kOom;
@@ -98,16 +94,16 @@ std::vector<std::size_t> assign_lanes(std::vector<Interval>& spans) {
 }
 
 void write_device(const Trace& trace, std::int32_t device, int pid, const std::vector<std::int64_t>& time,
-                  std::int64_t end_time, const std::vector<std::string>& labels, JsonOut& json) {
+                  std::int64_t end_time, const std::vector<std::string>& labels, JsonOut& writer) {
   const std::vector<Event>& events = trace.events;
   auto it = [&](std::string& s) { return std::back_inserter(s); };
   {
-    std::string& s = json.event();
+    std::string& s = writer.event();
     fmt::format_to(it(s), R"({{"ph":"M","name":"process_name","pid":{},"args":{{"name":)", pid);
     detail::append_json_string(s, device_name(device));
     s += "}}";
-    fmt::format_to(it(json.event()), R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})",
-                   pid, pid);
+    fmt::format_to(it(writer.event()),
+                   R"({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})", pid, pid);
   }
 
   // Allocated bytes as trace stats count them: the baseline, then +size at
@@ -120,7 +116,7 @@ void write_device(const Trace& trace, std::int32_t device, int pid, const std::v
   }
   for (auto [event, bytes] : lifetimes.baseline_frees) delta[event] -= bytes;
   auto counter = [&](const char* name, std::size_t event, std::int64_t bytes) {
-    std::string& s = json.event();
+    std::string& s = writer.event();
     fmt::format_to(it(s), R"({{"ph":"C","name":"{}","pid":{},"tid":0,"ts":)", name, pid);
     append_us(s, time[event]);
     fmt::format_to(it(s), R"(,"args":{{"bytes":{}}}}})", bytes);
@@ -173,20 +169,20 @@ void write_device(const Trace& trace, std::int32_t device, int pid, const std::v
     const std::vector<std::size_t> lane_of = assign_lanes(spans);
     const std::size_t lanes = spans.empty() ? 0 : *std::max_element(lane_of.begin(), lane_of.end()) + 1;
     for (std::size_t lane = 0; lane < lanes; ++lane) {
-      std::string& s = json.event();
+      std::string& s = writer.event();
       fmt::format_to(it(s), R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":)", pid,
                      tid + static_cast<int>(lane));
-      detail::append_json_string(s, lane == 0 ? fmt::format("stream {:#x}", stream)
-                                              : fmt::format("stream {:#x} ({})", stream, lane + 1));
+      detail::append_json_string(
+          s, lane == 0 ? fmt::format("stream {:#x}", stream) : fmt::format("stream {:#x} ({})", stream, lane + 1));
       s += "}}";
-      fmt::format_to(it(json.event()),
+      fmt::format_to(it(writer.event()),
                      R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})", pid,
                      tid + static_cast<int>(lane), tid + static_cast<int>(lane));
     }
     for (std::size_t i = 0; i < spans.size(); ++i) {
       const Allocation& a = lifetimes.allocations[spans[i].allocation];
       const std::string& label = a.context < labels.size() ? labels[a.context] : labels[0];
-      std::string& s = json.event();
+      std::string& s = writer.event();
       s += R"({"ph":"X","cat":"allocation","name":)";
       detail::append_json_string(s, label.empty() ? std::string_view("allocation") : std::string_view(label));
       fmt::format_to(it(s), R"(,"pid":{},"tid":{},"ts":)", pid, tid + static_cast<int>(lane_of[i]));
@@ -208,11 +204,10 @@ void write_device(const Trace& trace, std::int32_t device, int pid, const std::v
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
     if (e.device != device || !is_segment_or_oom(e.action)) continue;
-    std::string& s = json.event();
+    std::string& s = writer.event();
     fmt::format_to(it(s), R"({{"ph":"i","s":"p","name":"{}","pid":{},"tid":0,"ts":)", action_name(e.action), pid);
     append_us(s, time[i]);
-    fmt::format_to(it(s), R"(,"args":{{"size":{},"address":"{:#x}","stream":"{:#x}"}}}})", e.size, e.address,
-                   e.stream);
+    fmt::format_to(it(s), R"(,"args":{{"size":{},"address":"{:#x}","stream":"{:#x}"}}}})", e.size, e.address, e.stream);
   }
 }
 
@@ -222,8 +217,7 @@ void write_perfetto(const Trace& trace, std::ostream& out) {
   const std::vector<Event>& events = trace.events;
   // Times: the trace's own when every event has one; otherwise one
   // microsecond per event, so the order still shows.
-  const bool timed =
-      std::all_of(events.begin(), events.end(), [](const Event& e) { return e.time_ns != kUnknown; });
+  const bool timed = std::all_of(events.begin(), events.end(), [](const Event& e) { return e.time_ns != kUnknown; });
   std::vector<std::int64_t> time(events.size());
   std::int64_t end_time = 0;
   for (std::size_t i = 0; i < events.size(); ++i) {
@@ -236,16 +230,17 @@ void write_perfetto(const Trace& trace, std::ostream& out) {
 
   std::set<std::int32_t> devices;
   for (const Event& e : events) devices.insert(e.device);
-  JsonOut json(out);
-  json.raw() += R"({"displayTimeUnit":"ns","otherData":{"source":)";
-  detail::append_json_string(json.raw(), trace.source);
-  json.raw() += ",\"format\":";
-  detail::append_json_string(json.raw(), trace.format);
-  json.raw() += "},\"traceEvents\":[";
+  JsonOut doc(out);
+  // "writer" tells gpumem's readers this is a picture, not a recording.
+  doc.raw() += R"({"displayTimeUnit":"ns","otherData":{"writer":"gpumem-perfetto","source":)";
+  detail::append_json_string(doc.raw(), trace.source);
+  doc.raw() += ",\"format\":";
+  detail::append_json_string(doc.raw(), trace.format);
+  doc.raw() += "},\"traceEvents\":[";
   int pid = 1;
-  for (std::int32_t device : devices) write_device(trace, device, pid++, time, end_time, labels, json);
-  json.raw() += "\n]}\n";
-  json.flush();
+  for (std::int32_t device : devices) write_device(trace, device, pid++, time, end_time, labels, doc);
+  doc.raw() += "\n]}\n";
+  doc.flush();
 }
 
 }  // namespace gpumem::trace

@@ -12,6 +12,9 @@ const char* policy_setting(const std::string& policy) {
   if (policy == "gpumem") return "gpumem's allocator in PyTorch (libgpumem_torch.so as a CUDAPluggableAllocator)";
   if (policy == "gpumem-expandable")
     return "gpumem's allocator in PyTorch with GPUMEM_ALLOC_CONF=expandable_segments:true";
+  if (policy == "gpumem-planned")
+    return "gpumem's allocator in PyTorch with GPUMEM_ALLOC_CONF=planned:true and gpumem_torch_step() at the top of "
+           "each iteration";
   if (policy == "rmm-pool") return "RMM's pool (rmm.allocators.torch.rmm_torch_allocator)";
   if (policy == "bfc") return "TensorFlow's BFC allocator (TF_FORCE_GPU_ALLOW_GROWTH=true)";
   return "";
@@ -22,6 +25,7 @@ std::string recorded_policy(const Trace& trace) {
   // come from PyTorch's caching allocator, histories from gpumem's, logs
   // from RMM's pool. A snapshot's segments tell expandable segments apart;
   // a profiler trace does not say.
+  if (!trace.recorded_under.empty()) return trace.recorded_under;
   const std::string& format = trace.format;
   if (format == "pytorch-snapshot") {
     const bool expandable = std::any_of(trace.segments.begin(), trace.segments.end(),

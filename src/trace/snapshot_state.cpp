@@ -94,16 +94,21 @@ std::vector<OomReport> oom_reports(const Trace& trace, const Lifetimes& lifetime
         r.device_free = static_cast<std::int64_t>(e.address);  // PyTorch keeps device_free there
         r.label = context_label(trace, e.context);
         r.from_history = segment_events;
+        std::vector<std::pair<std::uint64_t, std::int64_t>> live;
+        std::int64_t live_bytes = 0;
+        for (const Allocation& a : lifetimes.allocations)
+          if (a.alloc_event < i && (a.free_event == kNeverFreed || a.free_event > i)) {
+            live.push_back({a.address, a.size});
+            live_bytes += a.size;
+          }
         if (segment_events) {
-          std::vector<std::pair<std::uint64_t, std::int64_t>> live;
-          for (const Allocation& a : lifetimes.allocations)
-            if (a.alloc_event < i && (a.free_event == kNeverFreed || a.free_event > i)) {
-              live.push_back({a.address, a.size});
-              r.allocated += a.size;
-            }
           std::sort(live.begin(), live.end());
+          r.allocated = live_bytes;
           r.reserved = reserved;
           r.largest_free_block = largest_gap(ranges, live);
+        } else if (trace.segments.empty()) {
+          r.allocated = live_bytes;
+          r.reserved_known = false;
         } else {
           r.reserved = at_snapshot.reserved;
           r.allocated = at_snapshot.allocated;

@@ -118,6 +118,11 @@ void require_memory_events(const Trace& trace, bool history_needed) {
         "{}: no allocation history to replay: the snapshot was taken without "
         "torch.cuda.memory._record_memory_history(); `gpumem trace stats {}` reports the state of its segments",
         file, file));
+  if (trace.written_by == "gpumem-perfetto")
+    throw InputError(fmt::format(
+        "{}: a Perfetto timeline gpumem wrote for viewing: it keeps no allocation events to read back; read the trace "
+        "it was made from (`gpumem trace convert --to jsonl` keeps every event)",
+        file));
   if (trace.format == "chrome-trace")
     throw InputError(fmt::format(
         "{}: no memory events: torch.profiler records allocations only when asked; record again with "
@@ -133,6 +138,8 @@ void require_memory_events(const Trace& trace, bool history_needed) {
 }
 
 Format detect_format(std::string_view head, const std::string& file_name) {
+  if (auto wrong = wrong_kind_error(head, file_name, {FileKind::MemoryTrace, FileKind::PlanCsv}, "a memory trace"))
+    throw InputError(*wrong);
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return Format::kPytorchSnapshot;
   std::size_t i = head.find_first_not_of(" \t\r\n");
   std::string_view body = i == std::string_view::npos ? std::string_view() : head.substr(i);
@@ -144,9 +151,6 @@ Format detect_format(std::string_view head, const std::string& file_name) {
   std::string_view first_line = body.substr(0, body.find('\n'));
   if (first_line.find("lower") != std::string_view::npos && first_line.find("upper") != std::string_view::npos)
     return Format::kMinimallocCsv;
-  if (auto advice = other_kind_advice(head, LikelyKind::MemoryTrace, file_name)) {
-    throw InputError(fmt::format("{}: not a memory trace: {}", printable(file_name), *advice));
-  }
   throw InputError(fmt::format(
       "{}: byte 0: not a trace gpumem reads (a PyTorch snapshot pickle, a Chrome trace JSON, gpumem history "
       "JSON lines, an RMM log CSV or a MiniMalloc CSV)",
@@ -159,8 +163,11 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
   const std::string data = read_file(path, options.max_bytes, "the most gpumem reads from one trace", &gzipped);
   // A byte or line of the content is not one of the gzip file: say so.
   const std::string name = gzipped ? path + " (decompressed)" : path;
-  Trace trace = read_as(detect_format(std::string_view(data).substr(0, 256), name), data, name, options);
+  const std::string_view head = std::string_view(data).substr(0, 4096);
+  Trace trace = read_as(detect_format(head, name), data, name, options);
   trace.source = path;
+  if (trace.format == "chrome-trace" && head.find(R"("writer":"gpumem-perfetto")") != std::string_view::npos)
+    trace.written_by = "gpumem-perfetto";
   return trace;
 }
 

@@ -10,6 +10,8 @@ trace::Trace step_trace(const TrainingStep& step) {
   trace::Trace t;
   t.format = "gpumem-history";
   t.source = step.model + " (predicted training step)";
+  // The step is predicted for this allocator (PyTorch's unless --allocator said).
+  t.recorded_under = step.options.allocator.empty() ? "pytorch" : step.options.allocator;
   // Addresses: each allocation its own, 512-byte aligned, never reused, so
   // that a replay sees only sizes and order.
   std::vector<uint64_t> address(step.allocations.size());

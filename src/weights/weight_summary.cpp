@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/file_kind.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/mapped_file.h"
 #include "gpumem/model/onnx_loader.h"
@@ -17,14 +18,10 @@
 namespace gpumem::weights {
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The first bytes, to tell formats apart.
 std::string head_of(const std::string& path) {
   const MappedFile f(path);
-  return std::string(f.bytes().substr(0, 16));
+  return std::string(f.bytes().substr(0, 4096));
 }
 
 WeightFile onnx_initializers(const std::string& path) {
@@ -74,7 +71,7 @@ WeightFile read_weight_file(const std::string& path) {
     std::vector<fs::path> found;
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
-      if (ends_with(name, ".safetensors") || ends_with(name, ".gguf")) found.push_back(entry.path());
+      if (name.ends_with(".safetensors") || name.ends_with(".gguf")) found.push_back(entry.path());
     }
     if (found.size() != 1) {
       throw InputError(
@@ -84,11 +81,13 @@ WeightFile read_weight_file(const std::string& path) {
     }
     return read_weight_file(found.front().string());
   }
-  if (ends_with(path, ".index.json")) return read_safetensors_index(path);
+  if (path.ends_with(".index.json")) return read_safetensors_index(path);
   const std::string head = head_of(path);
   if (head.rfind("GGUF", 0) == 0) return read_gguf(path);
   if (head.size() >= 9 && head[8] == '{') return read_safetensors(path);
-  if (ends_with(path, ".onnx")) return onnx_initializers(path);
+  if (path.ends_with(".onnx") || file_kind(head) == FileKind::OnnxModel) return onnx_initializers(path);
+  if (auto wrong = wrong_kind_error(head, path, {}, "a weight file (GGUF, safetensors, a safetensors index, ONNX)"))
+    throw InputError(*wrong);
   throw InputError(
       fmt::format("{}: not a weight file gpumem reads (GGUF, safetensors, a safetensors index, ONNX)", path));
 }

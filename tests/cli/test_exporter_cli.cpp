@@ -47,9 +47,9 @@ TEST(CliExporter, BadFlagsAreOneLineErrors) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   EXPECT_NE(r.err.find("/nonexistent.json"), std::string::npos) << r.err;
-  r = run("exporter --once --simulate " + trace_path("resnet18_train.json") + " --capacity lots");
+  r = run("exporter --once --simulate " + trace_path("resnet18_train.json") + " --gpu lots");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("--capacity"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--gpu"), std::string::npos) << r.err;
   r = run("exporter --once --simulate " + trace_path("resnet18_train.json") + " --config round_bytes:3");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("round_bytes"), std::string::npos) << r.err;

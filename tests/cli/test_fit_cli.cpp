@@ -24,7 +24,7 @@ std::string train_model(const std::string& name) {
 const std::string kResnet = train_model("resnet18_sgd") + " --device cpu --optimizer sgd-momentum --keep precision";
 
 TEST(CliFit, ExitsZeroWhenItFitsAndThreeWhenNothingDoes) {
-  const CliRun fits = run("fit " + kResnet + " --budget 282MiB --json");
+  const CliRun fits = run("fit " + kResnet + " --gpu 282MiB --json");
   ASSERT_EQ(fits.code, 0) << fits.err;
   const auto doc = nlohmann::json::parse(fits.out);
   for (const char* field : {"fits", "batch", "budget_bytes", "predicted_peak_bytes", "checkpoint", "recompute_flops",
@@ -37,14 +37,14 @@ TEST(CliFit, ExitsZeroWhenItFitsAndThreeWhenNothingDoes) {
   // The recorded plan (resnet18_sgd_fit282): the stem after conv1 under one checkpoint.
   EXPECT_EQ(doc["checkpoint"], nlohmann::json::array({"bn1..maxpool"}));
 
-  const CliRun tight = run("fit " + kResnet + " --budget 100MiB");
+  const CliRun tight = run("fit " + kResnet + " --gpu 100MiB");
   EXPECT_EQ(tight.code, 3);
   EXPECT_NE(tight.out.find("DOES NOT FIT"), std::string::npos) << tight.out;
 }
 
 TEST(CliFit, PrecisionAutoTakesTheCheapestChangesFirst) {
   const CliRun r =
-      run("fit " + train_model("transformer_adamw") + " --device cpu --precision auto --budget 110MiB --json");
+      run("fit " + train_model("transformer_adamw") + " --device cpu --precision auto --gpu 110MiB --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   ASSERT_GE(doc["changes"].size(), 1u);
@@ -60,7 +60,7 @@ TEST(CliFit, MaxBatchAndGpusAndEmittedFiles) {
   const std::string dir = testing::TempDir() + "gpumem_fit_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   const CliRun r =
-      run("fit " + kResnet + " --budget 600MiB --max-batch --gpus 4 --emit deepspeed -o " + dir + " --json");
+      run("fit " + kResnet + " --gpu 600MiB --max-batch --gpus 4 --emit deepspeed --output-dir " + dir + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_GT(doc["batch"].get<int64_t>(), 8);
@@ -75,7 +75,7 @@ TEST(CliFit, MaxBatchAndGpusAndEmittedFiles) {
   const auto config = nlohmann::json::parse(in);
   EXPECT_TRUE(config["zero_optimization"].contains("stage"));
 
-  const CliRun checkpoint = run("fit " + kResnet + " --budget 282MiB --emit checkpoint -o " + dir);
+  const CliRun checkpoint = run("fit " + kResnet + " --gpu 282MiB --emit checkpoint --output-dir " + dir);
   ASSERT_EQ(checkpoint.code, 0) << checkpoint.err;
   std::ifstream plan(dir + "/checkpoint.json");
   EXPECT_EQ(nlohmann::json::parse(plan)["checkpoint"], nlohmann::json::array({"bn1..maxpool"}));
@@ -87,19 +87,19 @@ TEST(CliFit, MaxBatchAndGpusAndEmittedFiles) {
 // and says why the step does not fit.
 TEST(CliFit, EveryLeverCheapestFirstUnlessKept) {
   const std::string bert = std::string(GPUMEM_SOURCE_DIR) + "/examples/models/bert_base.onnx";
-  const CliRun r = run("fit " + bert + " --budget 2GiB --json");
+  const CliRun r = run("fit " + bert + " --gpu 2GiB --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   ASSERT_GE(doc["changes"].size(), 1u);
   EXPECT_EQ(doc["changes"][0]["change"], "--foreach off");
   EXPECT_TRUE(doc["why_not"].is_null());
-  const CliRun kept = run("fit " + bert + " --budget 2GiB --keep optimizer,precision,offload --json");
+  const CliRun kept = run("fit " + bert + " --gpu 2GiB --keep optimizer,precision,offload --json");
   ASSERT_EQ(kept.code, 3) << kept.err;
   const auto k = nlohmann::json::parse(kept.out);
   for (const auto& c : k["changes"]) EXPECT_NE(c["change"].get<std::string>().rfind("--", 0), 0u) << c;
   EXPECT_NE(k["why_not"].get<std::string>().find("--keep optimizer,precision,offload forbade"), std::string::npos) << k;
   // Offloading the states to the CPU (ZeRO-Offload, one GPU) is the last lever.
-  const CliRun offload = run("fit " + bert + " --budget 2GiB --keep optimizer,precision --json");
+  const CliRun offload = run("fit " + bert + " --gpu 2GiB --keep optimizer,precision --json");
   ASSERT_EQ(offload.code, 0) << offload.err;
   const auto o = nlohmann::json::parse(offload.out);
   EXPECT_EQ(o["sharding"]["engine"], "deepspeed") << o;
@@ -108,7 +108,7 @@ TEST(CliFit, EveryLeverCheapestFirstUnlessKept) {
   // Weights, gradients and momentum alone exceed what 600 MiB leaves after
   // the 512 MiB overhead: no batch or checkpoint helps, and it says so.
   const CliRun states =
-      run("fit " + train_model("resnet18_sgd") + " --optimizer sgd-momentum --budget 600MiB --keep offload");
+      run("fit " + train_model("resnet18_sgd") + " --optimizer sgd-momentum --gpu 600MiB --keep offload");
   EXPECT_EQ(states.code, 3);
   EXPECT_NE(states.out.find("optimizer states alone take 133.81 MiB, over the 88.00 MiB"), std::string::npos)
       << states.out;
@@ -120,8 +120,8 @@ TEST(CliFit, TheLargestBatchIsOnTheBatchAxisNotTheSequence) {
   const std::string dir = testing::TempDir() + "gpumem_fit_axis_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   const CliRun r = run("fit " + train_model("transformer_adamw_dynamic") +
-                       " --device cpu --budget 400MiB --max-batch --keep precision,optimizer --gpus 2 --emit "
-                       "deepspeed -o " +
+                       " --device cpu --gpu 400MiB --max-batch --keep precision,optimizer --gpus 2 --emit "
+                       "deepspeed --output-dir " +
                        dir + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
@@ -135,35 +135,35 @@ TEST(CliFit, TheLargestBatchIsOnTheBatchAxisNotTheSequence) {
   std::filesystem::remove_all(dir);
   // The static export fixed its batch: --batch on it is a one-line error
   // that says how to export it.
-  const CliRun fixed = run("fit " + train_model("transformer_adamw") + " --device cpu --budget 1GiB --batch 16");
+  const CliRun fixed = run("fit " + train_model("transformer_adamw") + " --device cpu --gpu 1GiB --batch 16");
   EXPECT_EQ(fixed.code, 2);
   EXPECT_NE(fixed.err.find("dynamic_axes"), std::string::npos) << fixed.err;
-  const CliRun named = run("fit " + train_model("transformer_adamw") + " --device cpu --budget 1GiB --batch-dim batsh");
+  const CliRun named = run("fit " + train_model("transformer_adamw") + " --device cpu --gpu 1GiB --batch-dim batsh");
   EXPECT_EQ(named.code, 2);
   EXPECT_NE(named.err.find("--batch-dim batsh: no input has a dimension of that name"), std::string::npos) << named.err;
 }
 
 TEST(CliFit, MistakesAreOneLine) {
-  const CliRun both = run("fit " + kResnet + " --budget 1GiB --batch 4 --max-batch");
+  const CliRun both = run("fit " + kResnet + " --gpu 1GiB --batch 4 --max-batch");
   EXPECT_EQ(both.code, 2);
   EXPECT_NE(both.err.find("give --batch N or --max-batch, not both"), std::string::npos) << both.err;
-  const CliRun emit = run("fit " + kResnet + " --budget 1GiB --emit fsdp");
+  const CliRun emit = run("fit " + kResnet + " --gpu 1GiB --emit fsdp");
   EXPECT_EQ(emit.code, 2);
   EXPECT_NE(emit.err.find("--emit fsdp needs --gpus N"), std::string::npos) << emit.err;
-  const CliRun lever = run("fit " + kResnet + " --budget 1GiB --keep batteries");
+  const CliRun lever = run("fit " + kResnet + " --gpu 1GiB --keep batteries");
   EXPECT_EQ(lever.code, 2);
   EXPECT_NE(lever.err.find("--keep batteries: unknown lever (known: optimizer, precision, checkpoint, batch, offload)"),
             std::string::npos)
       << lever.err;
-  const CliRun budget = run("fit " + kResnet + " --budget lots");
+  const CliRun budget = run("fit " + kResnet + " --gpu lots");
   EXPECT_EQ(budget.code, 2);
-  EXPECT_NE(budget.err.find("--budget 'lots'"), std::string::npos) << budget.err;
+  EXPECT_NE(budget.err.find("--gpu 'lots'"), std::string::npos) << budget.err;
   // A bare number is not taken as bytes: it suggests the unit.
-  const CliRun bare = run("fit " + kResnet + " --budget 24");
+  const CliRun bare = run("fit " + kResnet + " --gpu 24");
   EXPECT_EQ(bare.code, 2);
-  EXPECT_NE(bare.err.find("--budget 24: give a unit, e.g. 24GiB"), std::string::npos) << bare.err;
+  EXPECT_NE(bare.err.find("--gpu 24: a size needs a unit: did you mean 24GiB?"), std::string::npos) << bare.err;
   EXPECT_EQ(bare.err.find('\n'), bare.err.size() - 1);
-  EXPECT_EQ(run("fit " + kResnet + " --budget 24B").code, 3);
+  EXPECT_EQ(run("fit " + kResnet + " --gpu 24B").code, 3);
 }
 
 // On CUDA, fit decides on reserved + overhead and writes the step it chose:
@@ -173,7 +173,7 @@ TEST(CliFit, DecidesOnTheDeviceAndItsTraceReplaysWithinTheBudget) {
   const std::string out = testing::TempDir() + "gpumem_fit_trace_" + std::to_string(getpid()) + ".jsonl.gz";
   const std::string step = train_model("resnet18_sgd") + " --optimizer sgd-momentum";
   const std::string model = step + " --keep precision,optimizer,offload";
-  const CliRun r = run("fit " + model + " --budget 870MiB --json --trace " + out);
+  const CliRun r = run("fit " + model + " --gpu 870MiB --json --trace " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["schema_version"], 2);
@@ -189,23 +189,23 @@ TEST(CliFit, DecidesOnTheDeviceAndItsTraceReplaysWithinTheBudget) {
   const auto unlimited = nlohmann::json::parse(train.out)["reserved_peak_bytes"].get<uint64_t>();
   EXPECT_GT(unlimited, 358u << 20);
   EXPECT_LT(doc["reserved_peak_bytes"].get<uint64_t>(), unlimited);
-  const CliRun replay = run("replay " + out + " --policy pytorch --capacity 358MiB --time-limit 0 --json");
+  const CliRun replay = run("replay " + out + " --policy pytorch --gpu 358MiB --time-limit 0 --json");
   ASSERT_EQ(replay.code, 0) << replay.out << replay.err;
   EXPECT_EQ(nlohmann::json::parse(replay.out)["policies"][0]["peak_reserved_bytes"], doc["reserved_peak_bytes"]);
-  EXPECT_EQ(run("replay " + out + " --policy pytorch --capacity 300MiB --time-limit 0").code, 3);
+  EXPECT_EQ(run("replay " + out + " --policy pytorch --gpu 300MiB --time-limit 0").code, 3);
   // At 780 MiB no checkpoint plan leaves little enough reserved.
-  const CliRun tight = run("fit " + model + ",batch --budget 780MiB --json --trace " + out);
+  const CliRun tight = run("fit " + model + ",batch --gpu 780MiB --json --trace " + out);
   ASSERT_EQ(tight.code, 3) << tight.err;
   EXPECT_FALSE(nlohmann::json::parse(tight.out)["checkpoint"].empty());
-  EXPECT_EQ(run("replay " + out + " --policy pytorch --capacity 268MiB --time-limit 0").code, 3);
+  EXPECT_EQ(run("replay " + out + " --policy pytorch --gpu 268MiB --time-limit 0").code, 3);
   // Micro-batches with gradient accumulation reach it, the batch of 8
   // kept; the step they run replays within it.
-  const CliRun micro = run("fit " + model + " --budget 780MiB --json --trace " + out);
+  const CliRun micro = run("fit " + model + " --gpu 780MiB --json --trace " + out);
   ASSERT_EQ(micro.code, 0) << micro.err;
   const auto accumulated = nlohmann::json::parse(micro.out);
   EXPECT_GT(accumulated["accumulation_steps"].get<int64_t>(), 1);
   EXPECT_EQ(accumulated["batch"].get<int64_t>() * accumulated["accumulation_steps"].get<int64_t>(), 8);
-  EXPECT_EQ(run("replay " + out + " --policy pytorch --capacity 268MiB --time-limit 0").code, 0);
+  EXPECT_EQ(run("replay " + out + " --policy pytorch --gpu 268MiB --time-limit 0").code, 0);
   std::remove(out.c_str());
 }
 

@@ -70,12 +70,12 @@ TEST(CliModel, InspectLeadsWithWhatOneInferenceNeeds) {
 
 TEST(CliModel, ACapacityOnAModelCountsItsWeights) {
   // BERT's activations alone fit in 100 MiB; its 414 MiB of weights do not.
-  const CliRun small = run("plan " + model("bert_base") + " --capacity 100MiB");
+  const CliRun small = run("plan " + model("bert_base") + " --gpu 100MiB");
   EXPECT_EQ(small.code, 3) << small.out;
   EXPECT_NE(small.out.find("DOES NOT FIT: 317.64 MiB short"), std::string::npos) << small.out;
   EXPECT_NE(small.out.find("414.26 MiB of resident weights + the 3.38 MiB arena"), std::string::npos) << small.out;
 
-  const CliRun enough = run("plan " + model("bert_base") + " --capacity 420MiB --json");
+  const CliRun enough = run("plan " + model("bert_base") + " --gpu 420MiB --json");
   ASSERT_EQ(enough.code, 0) << enough.err;
   const auto doc = nlohmann::json::parse(enough.out);
   EXPECT_EQ(doc["needed_bytes"].get<uint64_t>(),
@@ -83,7 +83,7 @@ TEST(CliModel, ACapacityOnAModelCountsItsWeights) {
   EXPECT_TRUE(doc["fits"].get<bool>());
 
   // The runtime's own memory, when given, is counted too.
-  const CliRun crowded = run("plan " + model("bert_base") + " --capacity 420MiB --overhead 300MiB");
+  const CliRun crowded = run("plan " + model("bert_base") + " --gpu 420MiB --overhead 300MiB");
   EXPECT_EQ(crowded.code, 3) << crowded.out;
   EXPECT_NE(crowded.out.find("+ 300.00 MiB of runtime overhead"), std::string::npos) << crowded.out;
 
@@ -129,16 +129,23 @@ TEST(CliModel, InspectAdvisesTheLeversWithTheirFigures) {
 }
 
 // A model exported with dynamic axes (examples/pytorch/export_dynamic_axes.py)
-// has symbolic dimensions: inspect says which, and once they are bound with
+// has symbolic dimensions: inspect refuses to guess and names them, and once they are bound with
 // --dim, the batch lever is given as the --dim to change.
 TEST(CliModel, DynamicAxesBecomeDimsAndTheBatchLeverFollowsThem) {
   const std::string mlp = model("token_mlp_dynamic");
-  const CliRun unbound = run("inspect " + mlp);
-  ASSERT_EQ(unbound.code, 0) << unbound.err;
-  EXPECT_NE(unbound.out.find("resident weights + activations of unknown size"), std::string::npos) << unbound.out;
-  EXPECT_NE(unbound.out.find("symbolic dimensions not bound (use --dim NAME=VALUE or --batch N): batch, seq"),
-            std::string::npos)
-      << unbound.out;
+  // Unbound, there is nothing to size: one line names the symbols and the flags, exit 2.
+  for (const char* command : {"inspect ", "plan "}) {
+    const CliRun unbound = run(command + mlp);
+    EXPECT_EQ(unbound.code, 2) << command;
+    EXPECT_EQ(unbound.err, "gpumem: error: " + mlp +
+                               ": symbolic dimensions batch, seq are not bound: give their sizes with --dim "
+                               "batch=N,seq=N (or --batch N for the batch axis)\n");
+    EXPECT_TRUE(unbound.out.empty()) << unbound.out;
+  }
+  const CliRun seq_only = run("inspect " + mlp + " --batch 8");
+  EXPECT_EQ(seq_only.code, 2);
+  EXPECT_NE(seq_only.err.find("symbolic dimension seq is not bound: give its size with --dim seq=N"), std::string::npos)
+      << seq_only.err;
 
   const auto doc = inspect_json(mlp + " --dim batch=8,seq=512");
   EXPECT_FALSE(doc["lower_bound"].get<bool>());

@@ -40,7 +40,7 @@ std::string csv_of(const Problem& p) { return write_csv(p, {}); }
 TEST(CliPlan, GapsArePlannedWrittenAndValidated) {
   const std::string in = write_temp("gaps.csv", "id,lower,upper,size,gaps\na,0,10,4,2-8\nb,3,6,4,\n");
   const std::string out = testing::TempDir() + std::to_string(getpid()) + "_gaps_plan.csv";
-  CliRun r = run("plan " + in + " --json --out " + out);
+  CliRun r = run("plan " + in + " --json -o " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["arena_bytes"], 4);
@@ -63,8 +63,8 @@ TEST(CliPlan, GapsArePlannedWrittenAndValidated) {
 
 TEST(CliPlan, ModelFlagsOnACsvAreErrors) {
   const std::string in = write_temp("flags.csv", "id,lower,upper,size\na,0,3,4\n");
-  for (const std::string flag : {"--batch 2", "--dim N=3", "--dtype fp16", "--weights-dtype fp16",
-                                 "--activations-dtype bf16", "--no-inplace"}) {
+  for (const std::string flag :
+       {"--batch 2", "--dim N=3", "--dtype fp16", "--weights-dtype fp16", "--activations-dtype bf16", "--no-inplace"}) {
     const CliRun r = run("plan " + in + " " + flag);
     EXPECT_EQ(r.code, 2) << flag;
     EXPECT_TRUE(r.out.empty()) << flag;
@@ -78,7 +78,7 @@ TEST(CliPlan, ACapacityStopsAtTheFirstPlanThatFitsUnlessMinimizeIsGiven) {
   const Problem p = cut_the_heuristics_miss(40, 256);
   const int64_t heuristic = best_heuristic(p).plan.arena;
   const std::string in = write_temp("fits.csv", csv_of(p));
-  CliRun r = run("plan " + in + " --json --capacity " + std::to_string(heuristic));
+  CliRun r = run("plan " + in + " --json --gpu " + std::to_string(heuristic) + "B");
   ASSERT_EQ(r.code, 0) << r.err;
   auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["arena_bytes"], heuristic);
@@ -86,10 +86,10 @@ TEST(CliPlan, ACapacityStopsAtTheFirstPlanThatFitsUnlessMinimizeIsGiven) {
   EXPECT_EQ(doc["optimal"], false);
   EXPECT_EQ(doc["search_nodes"], 0);
   EXPECT_EQ(doc["limit_reached"], false);
-  r = run("plan " + in + " --capacity " + std::to_string(heuristic));
+  r = run("plan " + in + " --gpu " + std::to_string(heuristic) + "B");
   EXPECT_NE(r.out.find("stopped: the plan fits the capacity (--minimize"), std::string::npos) << r.out;
 
-  r = run("plan " + in + " --json --minimize --capacity " + std::to_string(heuristic));
+  r = run("plan " + in + " --json --minimize --gpu " + std::to_string(heuristic) + "B");
   ASSERT_EQ(r.code, 0) << r.err;
   doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["arena_bytes"], 256);
@@ -97,11 +97,11 @@ TEST(CliPlan, ACapacityStopsAtTheFirstPlanThatFitsUnlessMinimizeIsGiven) {
   EXPECT_EQ(doc["stop_reason"], "optimal");
 
   // A capacity below the heuristics' plan: the search runs until one fits.
-  r = run("plan " + in + " --json --capacity 256");
+  r = run("plan " + in + " --json --gpu 256B");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["arena_bytes"], 256);
   // Below the lower bound: nothing fits, and the report says it is proven.
-  r = run("plan " + in + " --capacity 255");
+  r = run("plan " + in + " --gpu 255B");
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.out.find("no plan fits (proven)"), std::string::npos) << r.out;
 }
@@ -139,20 +139,20 @@ TEST(CliPlan, SolverExactSearchesPartitionsAutoLeavesToTheHeuristics) {
 // and the GiB advice on stderr; no note for binary units; 0 is no capacity.
 TEST(CliPlan, ADecimalCapacityIsTakenWithANote) {
   const std::string in = write_temp("capacity_units.csv", "id,lower,upper,size\na,0,3,4\n");
-  CliRun r = run("plan " + in + " --json --capacity 80GB");
+  CliRun r = run("plan " + in + " --json --gpu 80GB");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["capacity_bytes"], 80'000'000'000);
-  EXPECT_NE(r.err.find("note: --capacity 80GB is 80,000,000,000 bytes (74.51 GiB); a GPU sold as \"80GB\" has 80 GiB"),
+  EXPECT_NE(r.err.find("note: --gpu 80GB is 80,000,000,000 bytes (74.51 GiB); a GPU sold as \"80GB\" has 80 GiB"),
             std::string::npos)
       << r.err;
-  r = run("plan " + in + " --json --capacity 80GiB");
+  r = run("plan " + in + " --json --gpu 80GiB");
   EXPECT_EQ(r.code, 0);
   EXPECT_TRUE(r.err.empty()) << r.err;
-  for (const std::string command : {"plan " + in, "replay " + std::string(GPUMEM_SOURCE_DIR) +
-                                                       "/tests/data/traces/resnet18_train.json"}) {
-    r = run(command + " --capacity 0");
+  for (const std::string command :
+       {"plan " + in, "replay " + std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/resnet18_train.json"}) {
+    r = run(command + " --gpu 0");
     EXPECT_EQ(r.code, 2) << command;
-    EXPECT_NE(r.err.find("--capacity '0': not a positive byte count"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--gpu '0': not a positive byte count"), std::string::npos) << r.err;
   }
 }
 

@@ -1,6 +1,7 @@
 // `gpumem trace stats` and `gpumem replay` as users run them on real
 // recorded traces: the figures they lead with, what they advise, and their
 // exit codes.
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -57,19 +58,18 @@ TEST(CliTrace, TwoPeaksTwoNamesAndTheBaselineSaid) {
   EXPECT_FALSE(contains(rtext.out, "Peak allocated")) << rtext.out;
 }
 
-// As `plan` exits 3 when nothing fits --capacity, so does replay when every
+// As `plan` exits 3 when nothing fits --gpu, so does replay when every
 // policy runs out; one that fits is success.
 TEST(CliTrace, ReplayExitsThreeWhenEveryPolicyRunsOut) {
   const std::string t = trace_path("resnet18_train.json");
-  const CliRun none = run("replay " + t + " --time-limit 0 --policy gpumem --policy bfc --capacity 64MiB");
+  const CliRun none = run("replay " + t + " --time-limit 0 --policy gpumem --policy bfc --gpu 64MiB");
   EXPECT_EQ(none.code, 3) << none.err;
   EXPECT_TRUE(contains(none.out, "at event")) << none.out;
   // gpumem-expandable peaks at 106 MiB, pytorch at 130 MiB: one fits 110 MiB.
-  const CliRun some =
-      run("replay " + t + " --time-limit 0 --policy gpumem-expandable --policy pytorch --capacity 110MiB");
+  const CliRun some = run("replay " + t + " --time-limit 0 --policy gpumem-expandable --policy pytorch --gpu 110MiB");
   EXPECT_EQ(some.code, 0) << some.err;
   EXPECT_TRUE(contains(some.out, "fits")) << some.out;
-  const CliRun json = run("replay " + t + " --json --time-limit 0 --policy bfc --capacity 64MiB");
+  const CliRun json = run("replay " + t + " --json --time-limit 0 --policy bfc --gpu 64MiB");
   EXPECT_EQ(json.code, 3);
   EXPECT_TRUE(nlohmann::json::parse(json.out)["policies"][0]["oom_at_event"].is_number());
 }
@@ -174,7 +174,7 @@ namespace {
 
 // After the table, one line per policy that beats PyTorch's defaults (what
 // a profiler trace was recorded under), with the setting that selects it
-// and what it saves; with --capacity, the ones that fit where it runs out.
+// and what it saves; with --gpu, the ones that fit where it runs out.
 TEST(CliTrace, ReplayAdvisesTheSettingsThatDoBetter) {
   const std::string t = trace_path("resnet18_train.json");
   const CliRun r = run("replay " + t + " --time-limit 0");
@@ -192,7 +192,7 @@ TEST(CliTrace, ReplayAdvisesTheSettingsThatDoBetter) {
   // BFC (126 MiB) is TensorFlow's: no PyTorch setting selects it.
   EXPECT_FALSE(contains(r.out, "TF_FORCE_GPU_ALLOW_GROWTH")) << r.out;
 
-  const auto doc = json_of("replay " + t + " --time-limit 0 --capacity 120MiB");
+  const auto doc = json_of("replay " + t + " --time-limit 0 --gpu 120MiB");
   EXPECT_EQ(doc["current_policy"], "pytorch");
   ASSERT_EQ(doc["advice"].size(), 4u);
   EXPECT_EQ(doc["advice"][0]["policy"], "gpumem-expandable");
@@ -313,3 +313,78 @@ TEST(CliTracePlan, WritesTheLastIterationsPlanOrSaysWhyNot) {
 
 }  // namespace
 }  // namespace gpumem::test
+
+namespace {
+
+std::string temp_file(const std::string& name) {
+  return testing::TempDir() + "gpumem_trace_cli_" + std::to_string(getpid()) + "_" + name;
+}
+
+// Issue 30: a file gpumem wrote keeps where it came from. A Perfetto
+// timeline is a picture: reading it back says so instead of telling the
+// user to record again with torch.profiler.
+TEST(CliTraceOrigins, APerfettoTimelineGpumemWroteSaysWhatItIs) {
+  const std::string timeline = temp_file("timeline.json");
+  ASSERT_EQ(run("trace convert " + trace_path("resnet18_train.json") + " --to perfetto -o " + timeline).code, 0);
+  const CliRun back = run("trace stats " + timeline);
+  EXPECT_EQ(back.code, 2);
+  EXPECT_TRUE(contains(back.err, timeline + ": a Perfetto timeline gpumem wrote for viewing")) << back.err;
+  EXPECT_FALSE(contains(back.err, "torch.profiler")) << back.err;
+}
+
+// A PyTorch trace converted to a gpumem history, and a step `train --trace`
+// predicted for PyTorch's allocator, are still compared against PyTorch's
+// policy, not against gpumem's, unless --current says otherwise.
+TEST(CliTraceOrigins, ConvertedAndPredictedTracesKeepTheirAllocator) {
+  const std::string history = temp_file("history.jsonl");
+  ASSERT_EQ(run("trace convert " + trace_path("resnet18_train.json") + " --to jsonl -o " + history).code, 0);
+  EXPECT_EQ(json_of("replay " + history + " --time-limit 0")["current_policy"], "pytorch");
+
+  const std::string step = temp_file("step.jsonl");
+  const std::string model = (gpumem::test::source_dir() / "tests/data/train/resnet18_sgd.onnx").string();
+  const CliRun train = run("train " + model + " --device cpu --optimizer sgd-momentum --trace " + step);
+  ASSERT_EQ(train.code, 0) << train.err;
+  EXPECT_TRUE(contains(train.err, "gpumem: wrote " + step + " (gpumem trace of the step, ")) << train.err;
+  EXPECT_EQ(json_of("replay " + step + " --time-limit 0")["current_policy"], "pytorch");
+  const CliRun gpumem = run("train " + model + " --optimizer sgd-momentum --allocator gpumem --trace " + step);
+  ASSERT_EQ(gpumem.code, 0) << gpumem.err;
+  EXPECT_EQ(json_of("replay " + step + " --time-limit 0")["current_policy"], "gpumem");
+}
+
+// Every policy replay can advise has the setting that selects it.
+TEST(CliTraceOrigins, PlannedModeAdviceNamesItsSetting) {
+  const auto doc = json_of("replay " + trace_path("resnet18_adamw_3iter.json.gz") +
+                           " --time-limit 0 --policy pytorch,gpumem-planned");
+  bool planned = false;
+  for (const auto& a : doc["advice"]) {
+    EXPECT_FALSE(a["setting"].get<std::string>().empty()) << a;
+    planned = planned || a["policy"] == "gpumem-planned";
+  }
+  EXPECT_TRUE(planned) << doc["advice"];
+}
+
+// An RMM log has no segments: at an out-of-memory, what was allocated is
+// known and reserved is not, and the report says so rather than "0 B
+// reserved at the snapshot".
+TEST(CliTraceOrigins, AnRmmOutOfMemorySaysWhatTheLogKnows) {
+  const std::string log = temp_file("rmm_oom.csv");
+  {
+    std::ofstream out(log);
+    out << "Thread,Time,Action,Pointer,Size,Stream\n"
+           "1,00:00:00.000100,allocate,0x7f0000000000,1048576,0x0\n"
+           "1,00:00:00.000200,allocate,0x7f0000100000,2097152,0x0\n"
+           "1,00:00:00.000300,allocate failure,0x0,8589934592,0x0\n";
+  }
+  const CliRun r = run("trace stats " + log);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(
+      contains(r.out, "then: allocated 3.00 MiB (the trace records no segments, so reserved memory is unknown)"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "at the snapshot")) << r.out;
+  const auto doc = json_of("trace stats " + log);
+  ASSERT_EQ(doc["out_of_memory"].size(), 1u);
+  EXPECT_EQ(doc["out_of_memory"][0]["reserved_known"], false);
+  EXPECT_EQ(doc["out_of_memory"][0]["allocated_bytes"], 3u << 20);
+}
+
+}  // namespace

@@ -106,7 +106,7 @@ TEST(TraceGenerator, UnknownPresetsAreNamed) {
   }
 }
 
-// examples/serve/*.csv are `gpumem serve-sim --generate NAME --count N --out ...`
+// examples/serve/*.csv are `gpumem serve-sim --generate NAME --count N -o ...`
 // (docs/serve.md); this says they still are.
 TEST(TraceGenerator, TheBundledExamplesAreWhatTheGeneratorMakes) {
   for (const auto& [name, count] : std::vector<std::pair<std::string, uint64_t>>{

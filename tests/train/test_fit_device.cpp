@@ -22,7 +22,7 @@ namespace gpumem::train {
 namespace {
 
 // The chosen step through the files a user would pass between commands:
-// `fit --trace f`, then `replay f --policy A --capacity C`.
+// `fit --trace f`, then `replay f --policy A --gpu C`.
 trace::ReplayReport replay_written_step(const FitResult& fit, const std::string& allocator, uint64_t capacity,
                                         const std::string& name) {
   const auto path = std::filesystem::temp_directory_path() / ("gpumem_fit_device_" + name + ".jsonl");

@@ -19,4 +19,8 @@ struct InspectResult {
 
 InspectResult inspect_model(const std::filesystem::path& path, const InspectOptions& options = {});
 
+// The commands' rule: a model whose inputs keep symbolic dimensions has no
+// sizes to report, so InputError names them and the flags that bind them.
+void require_bound_dimensions(const Model& model);
+
 }  // namespace gpumem

@@ -19,8 +19,8 @@ namespace gpumem::trace {
 inline constexpr std::size_t kNeverFreed = SIZE_MAX;
 
 struct Allocation {
-  std::size_t alloc_event = 0;             // index in Trace::events
-  std::size_t free_event = kNeverFreed;    // the event that returns it
+  std::size_t alloc_event = 0;           // index in Trace::events
+  std::size_t free_event = kNeverFreed;  // the event that returns it
   std::uint64_t address = 0;
   std::int64_t size = 0;
   std::uint64_t stream = 0;
@@ -29,17 +29,17 @@ struct Allocation {
 };
 
 struct Anomalies {
-  std::uint64_t unknown_frees = 0;       // address never allocated in the trace
-  std::uint64_t double_frees = 0;        // address already freed
-  std::uint64_t live_address_allocs = 0; // allocation at an address still live
+  std::uint64_t unknown_frees = 0;        // address never allocated in the trace
+  std::uint64_t double_frees = 0;         // address already freed
+  std::uint64_t live_address_allocs = 0;  // allocation at an address still live
   std::uint64_t negative_sizes = 0;
-  std::vector<std::string> examples;     // the first few, one line each
+  std::vector<std::string> examples;  // the first few, one line each
   std::uint64_t total() const { return unknown_frees + double_frees + live_address_allocs + negative_sizes; }
 };
 
 struct Lifetimes {
   std::int32_t device = 0;
-  std::vector<Allocation> allocations;   // in allocation order
+  std::vector<Allocation> allocations;  // in allocation order
   // Bytes allocated before the trace's first event, when the source reports
   // running totals (torch.profiler's "Total Allocated"); else 0.
   std::int64_t baseline = 0;
@@ -62,6 +62,9 @@ struct Lifetimes {
 // The device with the most allocations, preferring GPUs (device >= 0); in a
 // snapshot without history, the one whose segments reserve the most.
 std::int32_t busiest_device(const Trace& trace);
+// "device 0", or "CPU (device -1)" for the host's allocations, as
+// torch.profiler records them on CPU.
+std::string device_name(std::int32_t device);
 
 // Allocations of one device.
 Lifetimes extract_lifetimes(const Trace& trace, std::int32_t device, bool strict);

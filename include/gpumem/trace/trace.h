@@ -37,11 +37,11 @@ inline constexpr std::int64_t kUnknown = -1;
 struct Event {
   Action action = Action::kAlloc;
   std::int32_t device = 0;
-  std::uint64_t address = 0;      // alloc/free: the block's address
-  std::int64_t size = 0;          // bytes, never negative (readers normalize)
+  std::uint64_t address = 0;  // alloc/free: the block's address
+  std::int64_t size = 0;      // bytes, never negative (readers normalize)
   std::uint64_t stream = 0;
   std::int64_t time_ns = kUnknown;
-  std::uint32_t context = 0;      // Trace::contexts index; 0: none
+  std::uint32_t context = 0;  // Trace::contexts index; 0: none
   // What the source reported right after this event, when it does
   // (torch.profiler's "Total Allocated"/"Total Reserved"); else kUnknown.
   std::int64_t total_allocated = kUnknown;
@@ -94,6 +94,13 @@ struct SnapshotSegment {
 struct Trace {
   std::string format;  // "pytorch-snapshot", "chrome-trace", "rmm-log", "gpumem-history", "minimalloc-csv"
   std::string source;  // file name, for messages
+  // The allocator policy whose choices the events record, when the source
+  // says so (a gpumem history's "allocator", as `gpumem train --trace` and
+  // `trace convert` write it); replay's advice compares against it.
+  std::string recorded_under;
+  // "gpumem-perfetto" for a timeline gpumem wrote for viewing, which keeps
+  // no allocation events to read back.
+  std::string written_by;
   std::vector<Event> events;
   std::vector<Context> contexts{Context{}};  // [0] is "no context"
   // The allocator state at the end, when the source has it (PyTorch

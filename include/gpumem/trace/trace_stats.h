@@ -81,6 +81,9 @@ struct OomReport {
   // when the history has no segment events before it, the segments at the
   // snapshot.
   bool from_history = false;
+  // Neither: a log without segments (RMM's), where only the allocations
+  // live at the error are known; reserved is then 0 and means unknown.
+  bool reserved_known = true;
   std::int64_t reserved = 0;
   std::int64_t allocated = 0;
   std::int64_t largest_free_block = 0;
