@@ -50,7 +50,8 @@ Action add_fit_command(CLI::App& app) {
   for (const char* old_name : {"-o", "--out"}) add_renamed_flag(*cmd, old_name, "--output-dir", args->output_dir);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/fit.md)");
   cmd->add_option("--trace", args->trace_out,
-                  "Write the chosen step, changes applied, as a gpumem trace (gpumem replay reads it)");
+                  "Write the chosen step, changes applied, as a gpumem trace (gpumem replay reads it)")
+      ->type_name("FILE");
 
   return [args]() {
     train::FitRequest request;

@@ -43,7 +43,8 @@ Action add_train_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/train.md)");
   add_html_flag(*cmd, args->html);
   cmd->add_option("--trace", args->trace_out,
-                  "Write the predicted step as a gpumem trace (replay it, or convert it for memory_viz)");
+                  "Write the predicted step as a gpumem trace (replay it, or convert it for memory_viz)")
+      ->type_name("FILE");
 
   return [args]() {
     static const std::map<std::string, train::Loss> losses = {
