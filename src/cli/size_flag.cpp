@@ -12,7 +12,7 @@ namespace gpumem::cli {
 uint64_t parse_size_flag(std::string_view flag, const std::string& text, bool allow_zero) {
   const auto bytes = parse_bytes(text);
   if (!bytes || (*bytes == 0 && !allow_zero)) {
-    throw InputError(fmt::format("{} '{}': not a {}byte count (e.g. 1048576, 512MiB, 80GiB)", flag, printable(text),
+    throw InputError(fmt::format("{} '{}': not a {}byte count (e.g. 1048576B, 512MiB, 80GiB)", flag, printable(text),
                                  allow_zero ? "" : "positive "));
   }
   if (has_decimal_unit(text)) {
