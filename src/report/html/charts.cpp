@@ -87,10 +87,19 @@ std::string points(const Scale& s, const std::vector<double>& x, const std::vect
 // The polygon between two lines over the same x (upper forwards, lower back).
 std::string band_path(const Scale& s, const std::vector<double>& x, const std::vector<double>& lower,
                       const std::vector<double>& upper) {
+  // Appended piece by piece: "L" + num(...) temporaries trip GCC 12's
+  // -Wrestrict false positive (GCC bug 105329) once inlined.
   std::string d;
-  for (std::size_t i = 0; i < x.size(); ++i) d += (i ? "L" : "M") + num(s.px(x[i])) + " " + num(s.py(upper[i]));
-  for (std::size_t i = x.size(); i-- > 0;) d += "L" + num(s.px(x[i])) + " " + num(s.py(lower[i]));
-  return d + "Z";
+  auto point = [&](char command, double px, double py) {
+    d += command;
+    d += num(px);
+    d += ' ';
+    d += num(py);
+  };
+  for (std::size_t i = 0; i < x.size(); ++i) point(i ? 'L' : 'M', s.px(x[i]), s.py(upper[i]));
+  for (std::size_t i = x.size(); i-- > 0;) point('L', s.px(x[i]), s.py(lower[i]));
+  d += 'Z';
+  return d;
 }
 
 bool is_envelope(const Series& s) {
