@@ -13,7 +13,7 @@ Action add_weights_command(CLI::App& app) {
   struct Args {
     std::string file;
     int top = 10;
-    bool json = false, no_duplicates = false;
+    bool json = false, duplicates = false, no_duplicates = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option(
@@ -21,10 +21,16 @@ Action add_weights_command(CLI::App& app) {
          "A .safetensors file, a model.safetensors.index.json (or its directory), a .gguf file or an ONNX model")
       ->required();
   cmd->add_option("--top", args->top, "How many of the largest tensors to list")->check(kNonNegativeInteger);
-  cmd->add_flag("--no-duplicates", args->no_duplicates, "Do not read tensor data to find identical tensors");
+  cmd->add_flag("--duplicates", args->duplicates,
+                "Also read every tensor's data to find identical ones (tied embeddings): seconds on large files, "
+                "where the header alone takes milliseconds");
+  // The default since issue 31; kept so that old scripts still run.
+  cmd->add_flag("--no-duplicates", args->no_duplicates, "Old flag: headers only is now the default")->group("");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/weights.md)");
   return [args]() {
-    const auto summary = weights::summarize(weights::read_weight_file(args->file), !args->no_duplicates);
+    if (args->no_duplicates)
+      std::fputs("gpumem: note: --no-duplicates is now the default (--duplicates reads the tensor data)\n", stderr);
+    const auto summary = weights::summarize(weights::read_weight_file(args->file), args->duplicates);
     if (args->json) {
       std::fputs((weights_to_json(summary).dump(2) + "\n").c_str(), stdout);
     } else {

@@ -8,6 +8,7 @@
 
 #include "gpumem/common/error.h"
 #include "llm/model_sources.h"
+#include "llm/sliding_windows.h"
 
 namespace gpumem::llm {
 namespace {
@@ -73,14 +74,14 @@ LlmModel model_from_gguf(const weights::WeightFile& file) {
   m.sliding_window = keys.number("attention.sliding_window").value_or(0);
   m.n_vocab = keys.number("vocab_size").value_or(0);
   check_shape(m, file.path);
-  // llama.cpp fixes which layers slide for these families (llama-model.cpp):
-  // Gemma 2 alternates starting with a windowed layer, Gemma 3 has five
-  // windowed layers to one global one.
-  if (m.sliding_window > 0 && (m.architecture == "gemma2" || m.architecture == "gemma3")) {
-    const uint32_t period = m.architecture == "gemma2" ? 2 : 6;
-    m.swa_layers.resize(m.n_layer);
-    for (uint32_t i = 0; i < m.n_layer; ++i) m.swa_layers[i] = (i + 1) % period != 0;
+  // llama.cpp fixes which layers slide per architecture (llm/sliding_windows.h);
+  // newer GGUFs may give the period (a per-layer array falls back to it).
+  std::optional<uint64_t> period;
+  try {
+    period = keys.number("attention.sliding_window_pattern");
+  } catch (const InputError&) {
   }
+  apply_window_rules(m, nullptr, period);
   bool has_output = false;
   for (const auto& t : file.tensors) {
     m.tensors.push_back({t.name, t.shape, t.dtype, t.bytes, layer_index(t.name)});

@@ -8,6 +8,7 @@
 
 #include "gpumem/common/error.h"
 #include "llm/model_sources.h"
+#include "llm/sliding_windows.h"
 
 namespace gpumem::llm {
 namespace {
@@ -70,25 +71,23 @@ std::string dtype_of_torch(const std::string& torch_dtype, const std::string& pa
                                printable(torch_dtype)));
 }
 
-// Which layers slide. Newer configs list "layer_types"; Qwen2 turns the
-// window off with use_sliding_window and keeps the first max_window_layers
-// layers global.
-void read_sliding_window(const Config& c, const std::string& model_type, LlmModel& m) {
+// Which layers slide, as llama.cpp runs the model (llm/sliding_windows.h):
+// the config gives the window, newer configs list "layer_types", Gemma 3
+// gives "sliding_window_pattern"; Qwen2's use_sliding_window: false turns
+// the window off.
+void read_sliding_window(const Config& c, LlmModel& m) {
   const auto window = c.number("sliding_window");
   if (!window || *window == 0 || c.flag("use_sliding_window") == false) return;
   m.sliding_window = *window;
-  if (const json* types = c.find("layer_types"); types != nullptr && types->is_array()) {
+  std::vector<bool> listed;
+  const json* types = c.find("layer_types");
+  if (types != nullptr && types->is_array()) {
     if (types->size() != m.n_layer)
       throw InputError(fmt::format("{}: key layer_types has {} entries for {} layers", printable(c.path()),
                                    types->size(), m.n_layer));
-    m.swa_layers.clear();
-    for (const auto& t : *types) m.swa_layers.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
-    return;
+    for (const auto& t : *types) listed.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
   }
-  if (model_type == "qwen2" && c.number("max_window_layers")) {
-    m.swa_layers.assign(m.n_layer, false);
-    for (uint64_t i = *c.number("max_window_layers"); i < m.n_layer; ++i) m.swa_layers[i] = true;
-  }
+  apply_window_rules(m, types != nullptr && types->is_array() ? &listed : nullptr, c.number("sliding_window_pattern"));
 }
 
 }  // namespace
@@ -121,7 +120,7 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   if (m.n_expert > 0) m.n_ff = c.number("moe_intermediate_size").value_or(m.n_ff);
   m.n_expert_used = static_cast<uint32_t>(c.number("num_experts_per_tok").value_or(0));
   check_shape(m, path);
-  read_sliding_window(c, model_type, m);
+  read_sliding_window(c, m);
   check_shape(m, path);
   // PretrainedConfig ties by default; the Llama, Mistral and Qwen2 families
   // set it to false.

@@ -64,7 +64,7 @@ class Sizer {
   uint64_t output() const { return output_bytes_ + tied_output_bytes_; }
 
   KvCache kv(uint64_t context, uint64_t batch, uint32_t first = 0, uint32_t end = ~0u) const {
-    return kv_cache(m_, kv_, context, batch, first, end);
+    return kv_cache(m_, kv_, context, batch, first, end, r_.ubatch);
   }
   // llama.cpp reserves for min(n_ctx, n_ubatch) tokens against every cell.
   ForwardShape forward_shape(uint64_t context, uint64_t batch) const {

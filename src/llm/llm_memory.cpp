@@ -48,14 +48,17 @@ uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 KvCache kv_cache(const LlmModel& m, const KvTypes& types, uint64_t tokens, uint64_t sequences, uint32_t first_layer,
-                 uint32_t end_layer) {
+                 uint32_t end_layer, uint64_t ubatch) {
   KvCache kv;
   const uint64_t k_row = row_bytes(types.k, uint64_t{m.n_head_kv} * m.head_dim_k, "K");
   const uint64_t v_row = row_bytes(types.v, uint64_t{m.n_head_kv} * m.head_dim_v, "V");
   kv.cells = kv_cells(tokens, sequences);
+  // llama.cpp's windowed layers have a cache of their own (llama-kv-cache-iswa.cpp):
+  // the window for every sequence plus one ubatch, padded, at most the whole cache.
+  kv.window_cells = std::min(kv.cells, kv_cells(m.sliding_window * sequences + ubatch, 1));
   for (uint32_t i = first_layer; i < std::min(end_layer, m.n_layer); ++i) {
     const bool windowed = m.layer_is_windowed(i);
-    const uint64_t kept = windowed ? std::min(tokens, m.sliding_window) * sequences : kv.cells;
+    const uint64_t kept = windowed ? kv.window_cells : kv.cells;
     kv.bytes_per_token += k_row + v_row;
     kv.k_bytes += k_row * kept;
     kv.v_bytes += v_row * kept;

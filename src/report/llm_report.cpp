@@ -65,8 +65,10 @@ std::string render_llm_text(const LlmPlan& p) {
                    m.n_ctx_train ? fmt::format(", trained at {} tokens", format_count(m.n_ctx_train)) : "",
                    m.tied_embeddings ? ", tied embeddings" : ""));
   if (m.sliding_window > 0) {
-    line(fmt::format("            sliding window of {} tokens on {} of {} layers", format_count(m.sliding_window),
-                     p.kv.windowed_layers, m.n_layer));
+    line(fmt::format("            sliding window of {} tokens on {} of {} layers: {}", format_count(m.sliding_window),
+                     p.kv.windowed_layers, m.n_layer, m.window_rule));
+  } else if (!m.window_rule.empty()) {
+    line(fmt::format("            {}", m.window_rule));
   }
   line(fmt::format("Request     {} tokens x {} sequence{}, forwards of {} tokens, KV {}, flash attention {}, {} x {}",
                    format_count(p.context), r.batch, r.batch == 1 ? "" : "s", r.ubatch, kv_name(p.kv_types),
@@ -82,9 +84,10 @@ std::string render_llm_text(const LlmPlan& p) {
                    format_bytes(p.kv.bytes_per_token), kv_formula(p)));
   line(fmt::format("                         x {} cells ({} tokens x {} sequence{}, in cells of 256){}",
                    format_count(p.kv.cells), format_count(p.context), r.batch, r.batch == 1 ? "" : "s",
-                   p.kv.windowed_layers ? fmt::format(" ({} windowed layers keep at most {} tokens)",
-                                                      p.kv.windowed_layers, format_count(m.sliding_window))
-                                        : ""));
+                   p.kv.windowed_layers
+                       ? fmt::format("; {} windowed layers hold {} cells (window x sequences + {} tokens of forward)",
+                                     p.kv.windowed_layers, format_count(p.kv.window_cells), r.ubatch)
+                       : ""));
   line(fmt::format("Activations {:>11}  one forward's peak, at the {} stage:", format_bytes(p.forward.bytes),
                    p.forward.stage));
   for (const auto& t : p.forward.terms) {
@@ -139,8 +142,9 @@ std::string render_llm_text(const LlmPlan& p) {
   } else if (s.streamed_layers == 0) {
     line("Streaming         not needed: every layer stays on the GPU");
   } else {
-    line(fmt::format("Streaming         one GPU: {} layers resident, {} streamed from pinned memory through 2 x {} staging",
-                     s.resident_layers, s.streamed_layers, format_bytes(s.staging_bytes / 2)));
+    line(fmt::format(
+        "Streaming         one GPU: {} layers resident, {} streamed from pinned memory through 2 x {} staging",
+        s.resident_layers, s.streamed_layers, format_bytes(s.staging_bytes / 2)));
     line(fmt::format("                  {} per token at {:.1f} GB/s: {:.1f} ms per token, at most {:.1f} tokens/s",
                      format_bytes(s.streamed_bytes_per_token), r.pcie_bytes_per_second / 1e9, s.seconds_per_token * 1e3,
                      1.0 / s.seconds_per_token));
@@ -172,6 +176,7 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
                   {"vocab", m.n_vocab},
                   {"training_context", m.n_ctx_train},
                   {"sliding_window", m.sliding_window},
+                  {"window_rule", m.window_rule},
                   {"tied_embeddings", m.tied_embeddings},
                   {"parameters", m.parameters()},
                   {"weight_dtype", m.weight_dtype}};
@@ -201,7 +206,8 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
   doc["kv"] = {{"cells", p.kv.cells},
                {"k_bytes", p.kv.k_bytes},
                {"v_bytes", p.kv.v_bytes},
-               {"windowed_layers", p.kv.windowed_layers}};
+               {"windowed_layers", p.kv.windowed_layers},
+               {"window_cells", p.kv.window_cells}};
   doc["activation"] = {{"stage", p.forward.stage}, {"terms", terms}};
   doc["offload"] = {{"gpu_layers", p.offload.gpu_layers},
                     {"fits", p.offload.fits},

@@ -23,16 +23,26 @@ TEST(CliWeights, ASafetensorsFileItsTotalsAndItsTiedTensors) {
       {{"model.embed_tokens.weight", "BF16", {64, 16}, embedding},
        {"model.layers.0.self_attn.q_proj.weight", "BF16", {16, 16}, std::string(16 * 16 * 2, '\x22')},
        {"lm_head.weight", "BF16", {64, 16}, embedding}});
-  const CliRun r = run("weights " + path + " --json");
+  // By default the header alone: no tensor data read, no duplicates found.
+  const CliRun header = run("weights " + path + " --json");
+  ASSERT_EQ(header.code, 0) << header.err;
+  EXPECT_FALSE(nlohmann::json::parse(header.out)["duplicates_checked"].get<bool>());
+  EXPECT_EQ(nlohmann::json::parse(header.out)["unique_bytes"], 2 * 2048 + 512);
+  const CliRun old = run("weights " + path + " --no-duplicates --json");
+  EXPECT_EQ(old.out, header.out);
+  EXPECT_NE(old.err.find("--no-duplicates is now the default"), std::string::npos) << old.err;
+
+  const CliRun r = run("weights " + path + " --duplicates --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(doc["duplicates_checked"].get<bool>());
   EXPECT_EQ(doc["format"], "safetensors");
   EXPECT_EQ(doc["tensors"].size(), 3u);
   EXPECT_EQ(doc["total_bytes"], 2 * 2048 + 512);
   EXPECT_EQ(doc["unique_bytes"], 2048 + 512);
   EXPECT_EQ(doc["by_dtype"][0]["dtype"], "BF16");
   EXPECT_EQ(doc["duplicates"][0]["tensors"].size(), 2u);
-  const CliRun text = run("weights " + path);
+  const CliRun text = run("weights " + path + " --duplicates");
   EXPECT_NE(text.out.find("Unique"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("Duplicate"), std::string::npos) << text.out;
   std::remove(path.c_str());

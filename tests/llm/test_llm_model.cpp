@@ -64,15 +64,38 @@ TEST(LlmModel, TensorParallelKvMatchesSglangsFigure) {
   EXPECT_EQ(fmt::format("{:.2f}", 367404.0 * k_per_token_per_gpu / (1ull << 30)), "8.23");
 }
 
-TEST(LlmModel, SlidingWindowsCapTheCacheWhereTheyApply) {
+// Which layers keep a window is llama.cpp's rule per architecture, not the
+// config's "sliding_window" alone (issue 31): Mistral 7B v0.1 names a
+// window llama.cpp never applies; Gemma 2 windows every other layer; and
+// llama.cpp gives windowed layers a cache of their own of window x
+// sequences + n_ubatch cells, padded to 256 (llama-kv-cache-iswa.cpp).
+TEST(LlmModel, SlidingWindowsFollowLlamaCppsRulePerArchitecture) {
   const LlmModel mistral = config("mistral-7b-v0.1");
-  EXPECT_EQ(mistral.sliding_window, 4096u);
+  EXPECT_EQ(mistral.sliding_window, 0u);
+  EXPECT_NE(mistral.window_rule.find("llama.cpp runs mistral with full attention"), std::string::npos)
+      << mistral.window_rule;
   const KvCache at_32k = kv_cache(mistral, kv_types("f16"), 32768);
-  EXPECT_EQ(at_32k.windowed_layers, 32u);
-  EXPECT_EQ(at_32k.bytes, 4096u * 131'072u);
-  EXPECT_EQ(kv_cache(mistral, kv_types("f16"), 1000).bytes, 1000u * 131'072u);
-  // Four sequences of 32K tokens: the window holds 4096 of each.
-  EXPECT_EQ(kv_cache(mistral, kv_types("f16"), 32768, 4).bytes, 4u * 4096u * 131'072u);
+  EXPECT_EQ(at_32k.windowed_layers, 0u);
+  EXPECT_EQ(at_32k.bytes, 32768ull * 131'072);
+
+  // Gemma 2 9B: 42 layers of 8 KV heads x 256 dims, 8 KiB per token per
+  // layer at f16; layers 0, 2, 4, ... windowed at 4,096 tokens.
+  const LlmModel gemma = config("gemma-2-9b");
+  ASSERT_EQ(gemma.swa_layers.size(), 42u);
+  EXPECT_TRUE(gemma.layer_is_windowed(0));
+  EXPECT_FALSE(gemma.layer_is_windowed(1));
+  EXPECT_TRUE(gemma.layer_is_windowed(40));
+  EXPECT_FALSE(gemma.layer_is_windowed(41));
+  const KvCache g = kv_cache(gemma, kv_types("f16"), 8192, 1, 0, ~0u, 512);
+  EXPECT_EQ(g.windowed_layers, 21u);
+  EXPECT_EQ(g.cells, 8192u);
+  EXPECT_EQ(g.window_cells, 4608u);                          // 4096 + 512
+  EXPECT_EQ(g.bytes, (21ull * 8192 + 21ull * 4608) * 8192);  // 2,100 MiB
+  // Below the window plus a forward, a windowed layer holds what a whole one does.
+  EXPECT_EQ(kv_cache(gemma, kv_types("f16"), 2048, 1, 0, ~0u, 512).bytes, 42ull * 2048 * 8192);
+  // Four sequences: the window for each, plus one forward.
+  EXPECT_EQ(kv_cache(gemma, kv_types("f16"), 8192, 4, 0, ~0u, 512).window_cells, 4u * 4096 + 512);
+
   // Qwen2 turns its window off with use_sliding_window: false.
   const LlmModel qwen = config("deepseek-r1-distill-qwen-14b");
   EXPECT_EQ(qwen.sliding_window, 0u);
@@ -81,15 +104,34 @@ TEST(LlmModel, SlidingWindowsCapTheCacheWhereTheyApply) {
   EXPECT_EQ(kv_cache(qwen, kv_types("f16"), 200000).bytes, 200192ull * 48 * 8 * 128 * 2 * 2);
 }
 
-TEST(LlmModel, LayerTypesSayWhichLayersSlide) {
-  const std::string text = R"({"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256,
+TEST(LlmModel, LayerTypesAndPatternsSayWhichLayersSlide) {
+  const std::string listed = R"({"model_type": "gemma3_text", "num_hidden_layers": 4, "hidden_size": 256,
     "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
     "sliding_window": 16, "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
     "full_attention"]})";
-  const LlmModel m = model_from_hf_config(text, "config.json");
-  const KvCache kv = kv_cache(m, kv_types("f16"), 100);
+  const LlmModel m = model_from_hf_config(listed, "config.json");
+  EXPECT_EQ(m.window_rule, "the layers the file lists (layer_types)");
+  const KvCache kv = kv_cache(m, kv_types("f16"), 2048, 1, 0, ~0u, 512);
   EXPECT_EQ(kv.windowed_layers, 2u);
-  EXPECT_EQ(kv.bytes, (2u * 16 + 2u * 256) * 2 * 128 * 2);
+  EXPECT_EQ(kv.window_cells, 768u);  // 16 + 512, padded to 256
+  EXPECT_EQ(kv.bytes, (2u * 768 + 2u * 2048) * 2 * 128 * 2);
+
+  // Gemma 3 without layer_types: its sliding_window_pattern, else llama.cpp's 6.
+  std::string patterned = R"({"model_type": "gemma3_text", "num_hidden_layers": 12, "hidden_size": 256,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+    "sliding_window": 16})";
+  const LlmModel six = model_from_hf_config(patterned, "config.json");
+  EXPECT_EQ(kv_cache(six, kv_types("f16"), 2048).windowed_layers, 10u);  // layers 5 and 11 are global
+  EXPECT_FALSE(six.layer_is_windowed(5));
+  patterned.insert(patterned.size() - 1, R"(, "sliding_window_pattern": 4)");
+  EXPECT_EQ(kv_cache(model_from_hf_config(patterned, "config.json"), kv_types("f16"), 2048).windowed_layers, 9u);
+
+  // An architecture the rules do not know: every layer, as Hugging Face's code, and said so.
+  const std::string unknown = R"({"model_type": "newarch", "num_hidden_layers": 2, "hidden_size": 256,
+    "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "sliding_window": 16})";
+  const LlmModel u = model_from_hf_config(unknown, "config.json");
+  EXPECT_EQ(kv_cache(u, kv_types("f16"), 2048).windowed_layers, 2u);
+  EXPECT_NE(u.window_rule.find("newarch is not in gpumem's table"), std::string::npos) << u.window_rule;
 }
 
 // A GGUF file shaped like Llama 3.1 8B at F16, as llama.cpp's convert script

@@ -51,17 +51,19 @@ inline uint64_t kv_cells(uint64_t tokens, uint64_t sequences) {
 struct KvCache {
   uint64_t bytes_per_token = 0;  // every layer's K and V for one token (before any window)
   uint64_t cells = 0;            // tokens the whole-context layers hold: sequences x tokens, padded
+  uint64_t window_cells = 0;     // tokens a windowed layer holds: window x sequences + ubatch, padded, <= cells
   uint64_t bytes = 0;            // windows applied
   uint64_t k_bytes = 0, v_bytes = 0;
   uint32_t windowed_layers = 0;
 };
 // The cache for `sequences` sequences of `tokens` cached tokens over layers
 // [first_layer, end_layer): a whole-context layer holds sequences x tokens
-// rounded up to kKvCellPadding cells, a windowed one min(tokens, window) per
-// sequence. Throws InputError when a row is not a whole number of the
-// type's blocks.
+// rounded up to kKvCellPadding cells; a windowed one, as llama.cpp's
+// separate cache for them, window x sequences + ubatch cells, rounded up the
+// same way, and never more than a whole-context layer. Throws InputError
+// when a row is not a whole number of the type's blocks.
 KvCache kv_cache(const LlmModel& m, const KvTypes& types, uint64_t tokens, uint64_t sequences = 1,
-                 uint32_t first_layer = 0, uint32_t end_layer = ~0u);
+                 uint32_t first_layer = 0, uint32_t end_layer = ~0u, uint64_t ubatch = 512);
 
 // One term of a forward's live set.
 struct ForwardTerm {

@@ -37,6 +37,9 @@ struct LlmModel {
   // Which layers use the sliding window (size n_layer); empty with a window
   // means every layer does.
   std::vector<bool> swa_layers;
+  // What decided the windows (llm/sliding_windows.h), for the report: empty
+  // when the file names no window.
+  std::string window_rule;
   uint32_t n_expert = 0;  // mixture of experts: experts per layer (0: a dense MLP)
   uint32_t n_expert_used = 0;
   bool tied_embeddings = false;
