@@ -34,14 +34,14 @@
 // flash attention off the q8_0 runs quantize K only (type_v stays f16).
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+
+import { MiB, loadNodeLlamaCpp } from "./node_llama_cpp.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "..");
-const MiB = 1048576;
 
 // The shapes: published configurations, all in llama.cpp's "llama"
 // architecture (Qwen2-0.5B without its q/k/v biases, which llama lacks).
@@ -72,20 +72,6 @@ function contextsFor(shape, quick) {
           out.push({ n_ctx, n_batch: n_ubatch, n_ubatch, type_k, type_v, flash_attn });
         }
   return quick ? out.slice(0, 1) : out;
-}
-
-async function loadNodeLlamaCpp() {
-  const places = [process.env.GPUMEM_NODE_MODULES, here].filter(Boolean);
-  for (const dir of places) {
-    try {
-      const resolved = createRequire(path.join(path.resolve(dir), "x.js")).resolve("node-llama-cpp");
-      return { lib: await import(pathToFileURL(resolved).href), resolved };
-    } catch (e) {
-      if (e.code !== "MODULE_NOT_FOUND" && e.code !== "ERR_MODULE_NOT_FOUND") throw e;
-    }
-  }
-  process.stderr.write(`node-llama-cpp not found (looked in ${places.join(", ")}); set GPUMEM_NODE_MODULES\n`);
-  process.exit(77);
 }
 
 const mib = (s) => Math.round(parseFloat(s) * MiB);
@@ -158,7 +144,7 @@ async function main() {
   const outAt = argv.indexOf("--out");
   const outPath = outAt >= 0 ? argv[outAt + 1] : path.join(root, "tests", "data", "llm", "llama_cpp_buffers.json");
   const only = process.env.GPUMEM_LLM_SHAPES?.split(",");
-  const { lib, resolved } = await loadNodeLlamaCpp();
+  const { lib, resolved } = await loadNodeLlamaCpp(here);
   const { getLlama, LlamaLogLevel } = lib;
   let lines = [];
   const llama = await getLlama({

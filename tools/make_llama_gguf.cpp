@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--type", type, "ggml type of the matrices (F16, Q8_0, Q4_K, ...)");
   app.add_option("--rope-base", s.rope_freq_base);
   app.add_option("--eps", s.rms_norm_eps);
+  app.add_option("--arch", s.architecture, "llama (default) or gemma2");
+  app.add_option("--sliding-window", s.sliding_window, "gemma2: the window of its windowed layers");
   app.add_option("-o,--output", out, "the .gguf to write")->required();
   CLI11_PARSE(app, argc, argv);
   try {

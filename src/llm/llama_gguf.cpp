@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "gpumem/llm/llm_model.h"
 
 namespace gpumem::llm {
@@ -103,24 +105,34 @@ GgufContents llama_gguf(const LlamaShape& s) {
                                              std::string(type->name) + "'s block of " +
                                              std::to_string(type->block_size));
 
+  const bool gemma2 = s.architecture == "gemma2";
+  require(gemma2 || s.architecture == "llama", "architecture must be llama or gemma2");
+  require(!gemma2 || s.sliding_window > 0, "gemma2 needs a sliding window");
+  const std::string a = s.architecture + ".";
   GgufContents c;
   c.metadata = {
-      {"general.architecture", GgufValue::string("llama")},
+      {"general.architecture", GgufValue::string(s.architecture)},
       {"general.name", GgufValue::string(s.name)},
       {"general.file_type", GgufValue::u32(file_type_of(s.weight_type))},
-      {"llama.vocab_size", GgufValue::u32(s.n_vocab)},
-      {"llama.context_length", GgufValue::u32(s.n_ctx_train)},
-      {"llama.embedding_length", GgufValue::u32(s.n_embd)},
-      {"llama.block_count", GgufValue::u32(s.n_layer)},
-      {"llama.feed_forward_length", GgufValue::u32(s.n_ff)},
-      {"llama.attention.head_count", GgufValue::u32(s.n_head)},
-      {"llama.attention.head_count_kv", GgufValue::u32(s.n_head_kv)},
-      {"llama.attention.key_length", GgufValue::u32(static_cast<uint32_t>(hd))},
-      {"llama.attention.value_length", GgufValue::u32(static_cast<uint32_t>(hd))},
-      {"llama.rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(hd))},
-      {"llama.rope.freq_base", GgufValue::f32(s.rope_freq_base)},
-      {"llama.attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_norm_eps)},
+      {a + "vocab_size", GgufValue::u32(s.n_vocab)},
+      {a + "context_length", GgufValue::u32(s.n_ctx_train)},
+      {a + "embedding_length", GgufValue::u32(s.n_embd)},
+      {a + "block_count", GgufValue::u32(s.n_layer)},
+      {a + "feed_forward_length", GgufValue::u32(s.n_ff)},
+      {a + "attention.head_count", GgufValue::u32(s.n_head)},
+      {a + "attention.head_count_kv", GgufValue::u32(s.n_head_kv)},
+      {a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(hd))},
+      {a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(hd))},
+      {a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(hd))},
+      {a + "rope.freq_base", GgufValue::f32(s.rope_freq_base)},
+      {a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_norm_eps)},
   };
+  if (gemma2) {
+    // Gemma 2's published soft-capping values (its config.json).
+    c.metadata.push_back({a + "attention.sliding_window", GgufValue::u32(s.sliding_window)});
+    c.metadata.push_back({a + "attn_logit_softcapping", GgufValue::f32(50.0f)});
+    c.metadata.push_back({a + "final_logit_softcapping", GgufValue::f32(30.0f)});
+  }
   add_tokenizer(c, s.n_vocab);
 
   // The tensors are decoder_tensors' Llama layout; llama.cpp's convert
@@ -133,8 +145,15 @@ GgufContents llama_gguf(const LlamaShape& s) {
   shape.head_dim_k = shape.head_dim_v = hd;
   shape.n_ff = s.n_ff;
   shape.n_vocab = s.n_vocab;
-  shape.tied_embeddings = s.tied_embeddings;
+  shape.tied_embeddings = s.tied_embeddings || gemma2;
   std::vector<LlmTensor> tensors = decoder_tensors(shape, std::string(type->name), "F32");
+  if (gemma2) {
+    // Gemma 2 normalises each sub-layer's output too (llama.cpp's
+    // post_attention_norm and post_ffw_norm).
+    for (uint32_t i = 0; i < s.n_layer; ++i)
+      for (const char* norm : {"post_attention_norm", "post_ffw_norm"})
+        tensors.push_back({fmt::format("blk.{}.{}.weight", i, norm), {s.n_embd}, "F32", 0, static_cast<int>(i)});
+  }
   std::stable_partition(tensors.begin(), tensors.end(), [](const LlmTensor& t) { return t.layer < 0; });
   for (auto& t : tensors) {
     const uint32_t id = t.dtype == "F32" ? kF32 : s.weight_type;

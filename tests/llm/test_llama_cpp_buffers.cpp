@@ -20,6 +20,7 @@
 #include "gpumem/llm/llama_gguf.h"
 #include "gpumem/llm/llm_fit.h"
 #include "gpumem/weights/gguf.h"
+#include "llm/llama_cpp_recordings.h"
 #include "test_paths.h"
 
 namespace gpumem::llm {
@@ -29,45 +30,7 @@ namespace {
 // the printed figure x 1048576, so equal prints are equal figures.
 std::string printed(double bytes) { return fmt::format("{:.2f}", bytes / 1048576); }
 
-// Read once; tests iterate over it (a reference into a temporary would dangle).
-const nlohmann::json& recorded() {
-  static const nlohmann::json doc = [] {
-    std::ifstream in(test::source_dir() / "tests" / "data" / "llm" / "llama_cpp_buffers.json");
-    return nlohmann::json::parse(in);
-  }();
-  return doc;
-}
-
-LlamaShape shape_of(const nlohmann::json& j) {
-  LlamaShape s;
-  s.name = j["name"];
-  s.n_layer = j["n_layer"];
-  s.n_embd = j["n_embd"];
-  s.n_head = j["n_head"];
-  s.n_head_kv = j["n_head_kv"];
-  s.n_ff = j["n_ff"];
-  s.n_vocab = j["n_vocab"];
-  s.n_ctx_train = j["n_ctx_train"];
-  s.tied_embeddings = j["tied_embeddings"];
-  s.weight_type = weights::ggml_type_named(j["weight_type"].get<std::string>())->id;
-  s.rope_freq_base = j["rope_freq_base"];
-  return s;
-}
-
-// Each shape once, as the sparse GGUF llama.cpp loaded.
-const LlmModel& model_for(const nlohmann::json& shape) {
-  static std::map<std::string, LlmModel> models;
-  const std::string name = shape["name"];
-  if (!models.count(name)) {
-    // Per process: ctest runs this file's tests in parallel processes, and
-    // one's remove() must not pull the file from under another's load.
-    const std::string path = testing::TempDir() + "gpumem_llama_cpp_" + std::to_string(getpid()) + "_" + name + ".gguf";
-    weights::write_gguf_sparse(path, llama_gguf(shape_of(shape)));
-    models[name] = load_llm_model(path);
-    std::filesystem::remove(path);
-  }
-  return models[name];
-}
+const nlohmann::json& recorded() { return test::llama_cpp_recording("llama_cpp_buffers.json"); }
 
 LlmPlan plan_for(const nlohmann::json& run) {
   const auto& c = run["context_params"];
@@ -78,7 +41,7 @@ LlmPlan plan_for(const nlohmann::json& run) {
   r.overhead_bytes = 0;
   r.kv_dtype = c["type_k"].get<std::string>() + "," + c["type_v"].get<std::string>();
   r.flash_attention = c["flash_attn"];
-  return plan_llm(model_for(run["shape"]), r);
+  return plan_llm(test::recorded_model(run["shape"]), r);
 }
 
 TEST(LlamaCppBuffers, TheRecordingHoldsEveryShapeAndSetting) {

@@ -12,9 +12,13 @@
 
 namespace gpumem::llm {
 
-// A decoder transformer of llama.cpp's "llama" architecture.
+// A decoder transformer of llama.cpp's "llama" architecture, or of
+// "gemma2" (the same blocks with a norm after attention and after the MLP,
+// tied embeddings, a sliding window on every other layer).
 struct LlamaShape {
-  std::string name;  // e.g. "llama-3-8b"; becomes general.name
+  std::string name;                    // e.g. "llama-3-8b"; becomes general.name
+  std::string architecture = "llama";  // or "gemma2"
+  uint32_t sliding_window = 0;         // gemma2: attention.sliding_window
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0, n_ctx_train = 0;
   uint32_t head_dim = 0;         // 0: n_embd / n_head
   bool tied_embeddings = false;  // true: no output.weight (llama.cpp then uses token_embd)
