@@ -130,7 +130,9 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   const std::string dtype = dtype_of_torch(c.text("torch_dtype", c.text("dtype", "bfloat16")), path);
   DecoderExtras extras;
   extras.qkv_bias = model_type == "qwen2" || c.flag("attention_bias").value_or(false);
-  extras.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
+  const bool gemma3 = model_type == "gemma3" || model_type == "gemma3_text";
+  extras.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || gemma3;
+  extras.post_norms = model_type == "gemma2" || gemma3;
   m.tensors = decoder_tensors(m, dtype, dtype, extras);
   m.weight_dtype = dtype;
   return m;
@@ -171,6 +173,7 @@ std::vector<LlmTensor> decoder_tensors(const LlmModel& s, const std::string& mat
       add(b + "attn_k_norm.weight", {s.head_dim_k}, l);
     }
     add(b + "attn_output.weight", {o, s.n_embd}, l);
+    if (extras.post_norms) add(b + "post_attention_norm.weight", {s.n_embd}, l);
     add(b + "ffn_norm.weight", {s.n_embd}, l);
     if (s.n_expert > 0) {
       add(b + "ffn_gate_inp.weight", {s.n_embd, s.n_expert}, l);
@@ -182,6 +185,7 @@ std::vector<LlmTensor> decoder_tensors(const LlmModel& s, const std::string& mat
       add(b + "ffn_up.weight", {s.n_embd, s.n_ff}, l);
       add(b + "ffn_down.weight", {s.n_ff, s.n_embd}, l);
     }
+    if (extras.post_norms) add(b + "post_ffw_norm.weight", {s.n_embd}, l);
   }
   add("output_norm.weight", {s.n_embd}, -1);
   if (!s.tied_embeddings) add("output.weight", {s.n_embd, s.n_vocab}, -1);

@@ -11,8 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "gpumem/llm/llm_model.h"
 
 namespace gpumem::llm {
@@ -146,14 +144,9 @@ GgufContents llama_gguf(const LlamaShape& s) {
   shape.n_ff = s.n_ff;
   shape.n_vocab = s.n_vocab;
   shape.tied_embeddings = s.tied_embeddings || gemma2;
-  std::vector<LlmTensor> tensors = decoder_tensors(shape, std::string(type->name), "F32");
-  if (gemma2) {
-    // Gemma 2 normalises each sub-layer's output too (llama.cpp's
-    // post_attention_norm and post_ffw_norm).
-    for (uint32_t i = 0; i < s.n_layer; ++i)
-      for (const char* norm : {"post_attention_norm", "post_ffw_norm"})
-        tensors.push_back({fmt::format("blk.{}.{}.weight", i, norm), {s.n_embd}, "F32", 0, static_cast<int>(i)});
-  }
+  DecoderExtras extras;
+  extras.post_norms = gemma2;
+  std::vector<LlmTensor> tensors = decoder_tensors(shape, std::string(type->name), "F32", extras);
   std::stable_partition(tensors.begin(), tensors.end(), [](const LlmTensor& t) { return t.layer < 0; });
   for (auto& t : tensors) {
     const uint32_t id = t.dtype == "F32" ? kF32 : s.weight_type;

@@ -36,6 +36,10 @@ TEST(LlmModel, PublishedParameterCountsFromTheirConfigs) {
   // A mixture of experts with q/k norms: the checkpoint's index states
   // total_size 470,187,269,120 bytes of bf16.
   EXPECT_EQ(config("qwen3-235b-a22b").parameters(), 470'187'269'120u / 2);
+  // Gemma 2 normalises after attention and after the MLP too: 9.24 B
+  // (Google's model card), two norms of 3,584 per layer more than a Llama
+  // block of the same shape.
+  EXPECT_EQ(config("gemma-2-9b").parameters(), 9'241'705'984u);
 }
 
 TEST(LlmModel, KvBytesPerTokenFollowGroupedQueryAttention) {

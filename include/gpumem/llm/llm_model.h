@@ -70,8 +70,9 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path);
 // `vector_dtype`. A matrix whose rows are not whole blocks of a quantized
 // type falls back to F16.
 struct DecoderExtras {
-  bool qkv_bias = false;  // Qwen2, attention_bias
-  bool qk_norm = false;   // Qwen3: an RMS norm over each head's q and k
+  bool qkv_bias = false;    // Qwen2, attention_bias
+  bool qk_norm = false;     // Qwen3, Gemma 3: an RMS norm over each head's q and k
+  bool post_norms = false;  // Gemma 2 and 3: a norm after attention and after the MLP too
 };
 std::vector<LlmTensor> decoder_tensors(const LlmModel& shape, const std::string& matrix_dtype,
                                        const std::string& vector_dtype, const DecoderExtras& extras = {});
