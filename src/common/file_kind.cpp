@@ -103,26 +103,22 @@ FileKind file_kind_at(const std::string& path) {
   return file_kind(head);
 }
 
-namespace {
-
-std::optional<std::string> advice(FileKind kind, const std::string& path, std::initializer_list<FileKind> accepted,
-                                  std::string_view wanted) {
+std::optional<std::string> wrong_kind_error(FileKind kind, const std::string& path,
+                                            std::initializer_list<FileKind> accepted, std::string_view wanted) {
   if (kind == FileKind::Unknown || std::find(accepted.begin(), accepted.end(), kind) != accepted.end())
     return std::nullopt;
   const KindInfo* k = info(kind);
   return fmt::format("{}: {}, not {}: read it with {}", printable(path), k->name, wanted, k->readers);
 }
 
-}  // namespace
-
 std::optional<std::string> wrong_kind_error(const std::string& path, std::initializer_list<FileKind> accepted,
                                             std::string_view wanted) {
-  return advice(file_kind_at(path), path, accepted, wanted);
+  return wrong_kind_error(file_kind_at(path), path, accepted, wanted);
 }
 
 std::optional<std::string> wrong_kind_error(std::string_view head, const std::string& path,
                                             std::initializer_list<FileKind> accepted, std::string_view wanted) {
-  return advice(file_kind(head), path, accepted, wanted);
+  return wrong_kind_error(file_kind(head), path, accepted, wanted);
 }
 
 }  // namespace gpumem

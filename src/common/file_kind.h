@@ -34,8 +34,11 @@ FileKind file_kind_at(const std::string& path);
 // Unknown kinds give nullopt: the reader's own error says more.
 std::optional<std::string> wrong_kind_error(const std::string& path, std::initializer_list<FileKind> accepted,
                                             std::string_view wanted);
-// The same for a head already read (readers that hold the bytes).
+// The same for a head already read (readers that hold the bytes), or a
+// kind already found (readers that also route by it).
 std::optional<std::string> wrong_kind_error(std::string_view head, const std::string& path,
+                                            std::initializer_list<FileKind> accepted, std::string_view wanted);
+std::optional<std::string> wrong_kind_error(FileKind kind, const std::string& path,
                                             std::initializer_list<FileKind> accepted, std::string_view wanted);
 
 }  // namespace gpumem

@@ -137,7 +137,7 @@ LlmModel load_llm_model(const std::string& path) {
   if (fs::is_directory(path, ec)) return from_folder(path);
   if (!fs::exists(path, ec)) throw InputError(fmt::format("{}: no such file or folder", path));
   const FileKind kind = file_kind_at(path);
-  if (auto wrong = wrong_kind_error(path, {FileKind::Gguf, FileKind::ModelConfig},
+  if (auto wrong = wrong_kind_error(kind, path, {FileKind::Gguf, FileKind::ModelConfig},
                                     "a GGUF file, a model folder or a config.json"))
     throw InputError(*wrong);
   if (path.ends_with(".json") || kind == FileKind::ModelConfig) {
