@@ -85,8 +85,11 @@ LlmModel model_from_gguf(const weights::WeightFile& file) {
   bool has_output = false;
   for (const auto& t : file.tensors) {
     m.tensors.push_back({t.name, t.shape, t.dtype, t.bytes, layer_index(t.name)});
-    if (t.name == "output.weight") has_output = true;
-    if (t.name == "token_embd.weight" && t.shape.size() == 2) m.n_vocab = t.shape[1];
+    // llama.cpp's names, or Hugging Face's in a GGUF that gpumem quantize
+    // made from safetensors (it keeps the input's names).
+    if (t.name == "output.weight" || t.name == "lm_head.weight") has_output = true;
+    if ((t.name == "token_embd.weight" || t.name == "model.embed_tokens.weight") && t.shape.size() == 2)
+      m.n_vocab = t.shape[1];
   }
   if (m.n_vocab == 0)
     throw InputError(

@@ -28,6 +28,9 @@ std::string render_quantize_text(const weights::QuantizeReport& r) {
   line(fmt::format("            {}{}, general.file_type {}; {} tensors, {} values, {} converted", r.type,
                    r.pure ? " --pure" : "", r.file_type, format_count(r.tensors.size()), format_count(r.elements),
                    format_count(r.converted)));
+  if (!r.architecture.empty())
+    line(fmt::format("            architecture {} (from {})", printable(r.architecture),
+                     printable(r.architecture_from)));
   line();
   const double ratio = r.bytes_after ? static_cast<double>(r.bytes_before) / static_cast<double>(r.bytes_after) : 0;
   line(fmt::format("Tensor data {:>12} -> {:>12}  {:.2f}x smaller, {:.2f} bits per weight",
@@ -66,6 +69,8 @@ nlohmann::ordered_json quantize_to_json(const weights::QuantizeReport& r) {
   doc["type"] = r.type;
   doc["pure"] = r.pure;
   doc["file_type"] = r.file_type;
+  doc["architecture"] = r.architecture.empty() ? json(nullptr) : json(r.architecture);
+  doc["architecture_from"] = r.architecture_from.empty() ? json(nullptr) : json(r.architecture_from);
   doc["elements"] = r.elements;
   doc["bytes_before"] = r.bytes_before;
   doc["bytes_after"] = r.bytes_after;

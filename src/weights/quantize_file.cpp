@@ -48,14 +48,32 @@ struct Input {
   std::string onnx_bytes;
 };
 
-int integer_metadata(const std::map<std::string, std::string>& metadata, const std::string& key) {
-  const auto it = metadata.find(key);
-  if (it == metadata.end()) return 0;
-  try {
-    return std::stoi(it->second);
-  } catch (const std::exception&) {
-    return 0;
+// A whole number's key-value; 0 when absent or of another type.
+int integer_key(const std::vector<GgufKeyValue>& metadata, const std::string& key) {
+  for (const auto& kv : metadata) {
+    if (kv.key != key) continue;
+    const auto t = kv.value.type;
+    const bool whole = t == GgufType::kUint8 || t == GgufType::kInt8 || t == GgufType::kUint16 ||
+                       t == GgufType::kInt16 || t == GgufType::kUint32 || t == GgufType::kInt32 ||
+                       t == GgufType::kUint64 || t == GgufType::kInt64;
+    return whole && kv.value.integer <= INT_MAX ? static_cast<int>(kv.value.integer) : 0;
   }
+  return 0;
+}
+
+// What llama.cpp's rules read from the key-values: the architecture, its
+// layers and experts, and whether it is a 70B Llama.
+void hints_from_keys(const std::vector<GgufKeyValue>& metadata, ModelHints& hints) {
+  const auto arch =
+      std::find_if(metadata.begin(), metadata.end(), [](const auto& kv) { return kv.key == "general.architecture"; });
+  if (arch == metadata.end() || arch->value.type != GgufType::kString) return;
+  const std::string& a = arch->value.text;
+  hints.architecture = a;
+  hints.n_layer = integer_key(metadata, a + ".block_count");
+  hints.n_expert = integer_key(metadata, a + ".expert_count");
+  const int heads = integer_key(metadata, a + ".attention.head_count");
+  const int kv_heads = integer_key(metadata, a + ".attention.head_count_kv");
+  hints.llama_70b = a == "llama" && hints.n_layer == 80 && kv_heads > 0 && heads != kv_heads;
 }
 
 // ONNX's TensorProto.DataType -> the dtype names safetensors uses.
@@ -147,18 +165,7 @@ void read_mapped(const std::string& path, Input& in) {
     s.data = m->bytes().substr(e.offset, e.bytes);
     in.tensors.push_back(std::move(s));
   }
-  if (file.format == "gguf") {
-    in.gguf_metadata = parse_gguf_metadata(in.mapped.at(path)->bytes(), path);
-    const auto arch = file.metadata.find("general.architecture");
-    if (arch != file.metadata.end()) {
-      in.hints.architecture = arch->second;
-      in.hints.n_layer = integer_metadata(file.metadata, arch->second + ".block_count");
-      in.hints.n_expert = integer_metadata(file.metadata, arch->second + ".expert_count");
-      const int heads = integer_metadata(file.metadata, arch->second + ".attention.head_count");
-      const int kv_heads = integer_metadata(file.metadata, arch->second + ".attention.head_count_kv");
-      in.hints.llama_70b = arch->second == "llama" && in.hints.n_layer == 80 && kv_heads > 0 && heads != kv_heads;
-    }
-  }
+  if (file.format == "gguf") in.gguf_metadata = parse_gguf_metadata(in.mapped.at(path)->bytes(), path);
 }
 
 Input read_input(const std::string& path) {
@@ -282,6 +289,12 @@ void set_key(std::vector<GgufKeyValue>& metadata, const std::string& key, GgufVa
 QuantizeReport quantize_file(const std::string& input, const std::string& output, const QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   Input in = read_input(input);
+  if (in.format != "gguf")
+    in.gguf_metadata.insert(in.gguf_metadata.begin(),
+                            {"general.name", GgufValue::string(std::filesystem::path(input).stem().string())});
+  std::erase_if(in.gguf_metadata, [](const GgufKeyValue& kv) { return kv.key.rfind("split.", 0) == 0; });
+  for (const GgufKeyValue& kv : options.metadata) set_key(in.gguf_metadata, kv.key, kv.value);
+  hints_from_keys(in.gguf_metadata, in.hints);
   std::vector<TensorShape> shapes;
   shapes.reserve(in.tensors.size());
   for (const Source& s : in.tensors) shapes.push_back({s.name, s.dtype, s.ne});
@@ -296,12 +309,7 @@ QuantizeReport quantize_file(const std::string& input, const std::string& output
   const QuantizeRecipe& recipe = *quantize_recipe_named(options.type);
 
   GgufContents layout;
-  if (in.format == "gguf") {
-    layout.metadata = std::move(in.gguf_metadata);
-    std::erase_if(layout.metadata, [](const GgufKeyValue& kv) { return kv.key.rfind("split.", 0) == 0; });
-  } else {
-    layout.metadata.push_back({"general.name", GgufValue::string(std::filesystem::path(input).stem().string())});
-  }
+  layout.metadata = std::move(in.gguf_metadata);
   set_key(layout.metadata, "general.quantization_version", GgufValue::u32(kQuantizationVersion));
   set_key(layout.metadata, "general.file_type", GgufValue::u32(recipe.file_type));
   for (size_t i = 0; i < in.tensors.size(); ++i)
@@ -314,6 +322,9 @@ QuantizeReport quantize_file(const std::string& input, const std::string& output
   report.type = std::string(recipe.name);
   report.pure = options.pure;
   report.file_type = recipe.file_type;
+  report.architecture = in.hints.architecture;
+  if (!report.architecture.empty())
+    report.architecture_from = options.metadata.empty() ? "input" : options.metadata_from;
   report.input_file_bytes = in.file_bytes;
 
   GgufStreamWriter writer(output, layout);

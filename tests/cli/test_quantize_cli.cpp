@@ -384,6 +384,73 @@ TEST(CliQuantize, AShardedCheckpointThroughItsIndex) {
   std::remove(out.c_str());
 }
 
+// A Hugging Face checkpoint (its names, its config.json beside it) becomes a
+// GGUF that gpumem llm reads as the same model: the config's architecture
+// and hyperparameters are written as llama.cpp's key-values.
+TEST(CliQuantize, ASafetensorsCheckpointsConfigTravelsIntoTheGguf) {
+  const std::string dir = temp("hf_qwen2");
+  std::filesystem::create_directories(dir);
+  // Qwen2's shape in small: grouped-query attention with biases, tied embeddings.
+  std::ofstream(dir + "/config.json") << R"({"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 320,
+    "max_position_embeddings": 4096, "tie_word_embeddings": true, "torch_dtype": "float32"})";
+  std::vector<w::TensorData> tensors;
+  size_t seed = 0;
+  const auto add = [&](const std::string& name, std::vector<uint64_t> shape) {
+    uint64_t n = 1;
+    for (const uint64_t d : shape) n *= d;
+    tensors.push_back({name, "F32", shape, f32_bytes(values(n, ++seed))});
+  };
+  add("model.embed_tokens.weight", {320, 256});
+  for (int l = 0; l < 3; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {256});
+    for (const auto& [proj, rows] : {std::pair{"q", 256}, {"k", 128}, {"v", 128}}) {
+      add(p + "self_attn." + proj + "_proj.weight", {uint64_t(rows), 256});
+      add(p + "self_attn." + proj + "_proj.bias", {uint64_t(rows)});
+    }
+    add(p + "self_attn.o_proj.weight", {256, 256});
+    add(p + "post_attention_layernorm.weight", {256});
+    add(p + "mlp.gate_proj.weight", {512, 256});
+    add(p + "mlp.up_proj.weight", {512, 256});
+    add(p + "mlp.down_proj.weight", {256, 512});
+  }
+  add("model.norm.weight", {256});
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << w::write_safetensors(tensors);
+
+  const std::string out = temp("hf_qwen2.gguf");
+  const CliRun q = run("quantize " + dir + "/model.safetensors " + out + " --type q8_0 --json");
+  ASSERT_EQ(q.code, 0) << q.err;
+  const auto report = nlohmann::json::parse(q.out);
+  EXPECT_EQ(report["architecture"], "qwen2");
+  EXPECT_EQ(report["architecture_from"], dir + "/config.json");
+  const auto gguf = w::read_gguf(out);
+  EXPECT_EQ(gguf.metadata.at("general.architecture"), "qwen2");
+  EXPECT_EQ(gguf.metadata.at("qwen2.attention.head_count_kv"), "2");
+
+  const CliRun from_gguf = run("llm " + out + " --gpu 24GiB --json");
+  const CliRun from_folder = run("llm " + dir + " --gpu 24GiB --json");
+  ASSERT_EQ(from_gguf.code, 0) << from_gguf.err;
+  ASSERT_EQ(from_folder.code, 0) << from_folder.err;
+  const auto a = nlohmann::json::parse(from_gguf.out), b = nlohmann::json::parse(from_folder.out);
+  for (const char* field : {"architecture", "layers", "embedding", "heads", "kv_heads", "head_dim_k", "feed_forward",
+                            "vocab", "training_context", "tied_embeddings", "parameters"})
+    EXPECT_EQ(a["model"][field], b["model"][field]) << field;
+  EXPECT_EQ(a["kv_bytes"], b["kv_bytes"]);
+
+  // A GGUF input keeps its own architecture; with no config there is none.
+  const CliRun again = run("quantize " + out + " " + out + ".f16 --type q8_0 --json");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["architecture_from"], "input");
+  std::filesystem::remove(dir + "/config.json");
+  const CliRun bare = run("quantize " + dir + "/model.safetensors " + out + " --type q8_0 --json");
+  ASSERT_EQ(bare.code, 0) << bare.err;
+  EXPECT_TRUE(nlohmann::json::parse(bare.out)["architecture"].is_null());
+  std::filesystem::remove_all(dir);
+  std::remove(out.c_str());
+  std::remove((out + ".f16").c_str());
+}
+
 // llama.cpp's own llama_model_quantize on the same GGUF writes the same
 // tensors (but for the Q5_0 that gpumem writes as Q8_0): runs when
 // GPUMEM_LIBLLAMA names libllama (npm @node-llama-cpp/linux-x64,

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumem/weights/gguf.h"
+
 namespace gpumem::weights {
 
 // What --type names: llama-quantize's file types that gpumem has the
@@ -28,6 +30,11 @@ struct QuantizeOptions {
   std::string type = "q8_0";  // a recipe's name
   bool pure = false;          // every quantizable tensor at the default type (llama-quantize --pure)
   std::string keep;           // ECMAScript regex; tensors whose whole name matches keep their type
+  // Key-values to write, replacing the input's of the same key: the
+  // architecture and hyper-parameters of a safetensors checkpoint, from its
+  // config.json (llm/llama_cpp_keys.h). The rules read them as from a GGUF.
+  std::vector<GgufKeyValue> metadata;
+  std::string metadata_from;  // where `metadata` came from (a config.json), for the report
 };
 
 // A tensor as the rules see it.
@@ -76,6 +83,8 @@ struct QuantizeReport {
   std::string type;                   // the recipe
   bool pure = false;
   uint32_t file_type = 0;
+  std::string architecture;              // general.architecture written; "" when the output has none
+  std::string architecture_from;         // "input" (a GGUF's own), a config.json's path, or ""
   std::vector<QuantizedTensor> tensors;  // in the input's order, which the output keeps
   uint64_t elements = 0, bytes_before = 0, bytes_after = 0;
   uint64_t input_file_bytes = 0, output_file_bytes = 0;
