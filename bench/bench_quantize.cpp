@@ -37,7 +37,10 @@ void BM_Quantize(benchmark::State& state, GgmlTypeId type) {
 }
 BENCHMARK_CAPTURE(BM_Quantize, q8_0, GgmlTypeId::kQ8_0)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Quantize, q4_0, GgmlTypeId::kQ4_0)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Quantize, q5_0, GgmlTypeId::kQ5_0)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Quantize, q5_1, GgmlTypeId::kQ5_1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Quantize, q4_K, GgmlTypeId::kQ4_K)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Quantize, q5_K, GgmlTypeId::kQ5_K)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Quantize, q6_K, GgmlTypeId::kQ6_K)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Quantize, f16, GgmlTypeId::kF16)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Quantize, bf16, GgmlTypeId::kBF16)->Unit(benchmark::kMillisecond);

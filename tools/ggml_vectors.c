@@ -8,28 +8,44 @@
  * bins/linux-x64/libggml-base.so, sha256
  * 1eba024559799447e34687e12b6794e79ad3768a1b3d2cbca9fadc829f0f85c7.
  *
- * Made with:
- *   mkdir -p /tmp/npmq && cd /tmp/npmq && npm pack @node-llama-cpp/linux-x64@3.21.1 && tar xzf
- * node-llama-cpp-linux-x64-3.21.1.tgz cc -O2 -o /tmp/ggml_vectors tools/ggml_vectors.c -ldl -lm /tmp/ggml_vectors
- * /tmp/npmq/package/bins/linux-x64/libggml-base.so > tests/data/weights/ggml_vectors.txt /tmp/ggml_vectors
- * /tmp/npmq/package/bins/linux-x64/libggml-base.so kquants > tests/data/weights/ggml_kquant_vectors.txt
+ * Made with (the package is also installed under /work/node/node_modules):
+ *   mkdir -p /tmp/npmq && cd /tmp/npmq && npm pack @node-llama-cpp/linux-x64@3.21.1
+ *   tar xzf node-llama-cpp-linux-x64-3.21.1.tgz && cd -
+ *   LIB=/tmp/npmq/package/bins/linux-x64/libggml-base.so
+ *   cc -O2 -o /tmp/ggml_vectors tools/ggml_vectors.c -ldl -lm
+ *   /tmp/ggml_vectors $LIB > tests/data/weights/ggml_vectors.txt
+ *   /tmp/ggml_vectors $LIB kquants > tests/data/weights/ggml_kquant_vectors.txt
  *
  * Output: one line per 32-value block, "<kind> <hex bytes>", little-endian:
  *   input  32 float32, the quantizers' input block;
  *   q8_0   ggml's block_q8_0 of the preceding input (fp16 d, 32 int8);
  *   q4_0   ggml's block_q4_0 of the preceding input (fp16 d, 16 bytes of nibbles);
+ *   q5_0   ggml's block_q5_0 of the preceding input (fp16 d, 4 bytes of fifth
+ *          bits, 16 bytes of nibbles);
+ *   q5_1   ggml's block_q5_1 of the preceding input (fp16 d, fp16 m, 4 bytes
+ *          of fifth bits, 16 bytes of nibbles);
+ *   dq5_0, dq5_1  dequantize_row_q5_0/q5_1 of those blocks (32 float32);
  *   conv   32 float32, the conversions' input (quant inputs plus special values);
  *   fp16   ggml_fp32_to_fp16 of the preceding conv block;
  *   bf16   ggml_fp32_to_bf16 of the preceding conv block.
  * With "kquants", one line per 256-value super-block instead (its own LCG
- * seed), from quantize_row_q4_K_ref and quantize_row_q6_K_ref:
+ * seed), from quantize_row_q4_K_ref, quantize_row_q6_K_ref and
+ * quantize_row_q5_K_ref:
  *   input  256 float32, the quantizers' input;
  *   q4_K   ggml's block_q4_K of the preceding input (144 bytes: fp16 d,
  *          fp16 dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles);
  *   q6_K   ggml's block_q6_K of the preceding input (210 bytes: 128 low
  *          nibbles, 64 bytes of high 2 bits, 16 int8 scales, fp16 d);
  *   dq4_K  dequantize_row_q4_K of that q4_K block (256 float32);
- *   dq6_K  dequantize_row_q6_K of that q6_K block (256 float32).
+ *   dq6_K  dequantize_row_q6_K of that q6_K block (256 float32);
+ *   q5_K   ggml's block_q5_K of the preceding input (176 bytes: fp16 d,
+ *          fp16 dmin, 12 bytes of 6-bit scales and mins, 32 bytes of fifth
+ *          bits, 128 of nibbles);
+ *   dq5_K  dequantize_row_q5_K of that q5_K block (256 float32).
+ * The q5 lines (and the last 32-value input block, with its lines) were
+ * added later: the other lines are those of the files made before them,
+ * byte for byte. tests/cli/test_quantize_cli.cpp and tools/make_tiny_llama.py
+ * take their values from the kquants inputs, so those stay as they are.
  * Lines starting with '#' are comments. */
 #include <dlfcn.h>
 #include <math.h>
@@ -49,11 +65,24 @@ typedef struct {
   uint16_t d;
   uint8_t qs[QK / 2];
 } block_q4_0;
+typedef struct {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[QK / 2];
+} block_q5_0;
+typedef struct {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[QK / 2];
+} block_q5_1;
+_Static_assert(sizeof(block_q5_0) == 22 && sizeof(block_q5_1) == 24, "ggml-common.h's block sizes");
 
 /* ggml-quants.h and ggml.h (ggml_bf16_t is a struct of one uint16_t, which
  * the x86-64 ABI returns in a register exactly as a uint16_t). */
 typedef void (*quantize_q8_0_fn)(const float*, block_q8_0*, int64_t);
 typedef void (*quantize_q4_0_fn)(const float*, block_q4_0*, int64_t);
+typedef void (*quantize_block_fn)(const float*, void*, int64_t);
+typedef void (*dequantize_block_fn)(const void*, float*, int64_t);
 typedef uint16_t (*to_half_fn)(float);
 /* The K-quant blocks are passed as opaque bytes of ggml-common.h's sizes. */
 typedef void (*quantize_k_fn)(const float*, void*, int64_t);
@@ -131,11 +160,19 @@ static void make_quant_inputs(void) {
   x[0] = 1e-36f;
   x = next_block(); /* beyond fp16: d = amax/127 overflows fp16 to inf */
   for (int j = 0; j < QK; ++j) x[j] = lcg() * 1e7f;
+  /* Added with the q5 lines, last and without the LCG so that the lines
+   * before stay as they were. Only float subnormals: 1/d overflows to
+   * infinity, so x/d is infinite or NaN and the quants are what C's
+   * conversion of those gives on x86-64. */
+  x = next_block();
+  for (int j = 0; j < QK; ++j)
+    x[j] = from_bits((j % 2 ? 0x80000000u : 0u) | ((uint32_t)j * 0x3ffffu + 12345u) % 0x800000u);
 }
 
 #define QK_K 256
 #define Q4_K_BYTES 144
 #define Q6_K_BYTES 210
+#define Q5_K_BYTES 176
 static float super_blocks[MAX_BLOCKS][QK_K];
 static int n_super = 0;
 
@@ -202,6 +239,8 @@ static int emit_kquants(void* lib) {
   quantize_k_fn q6k = (quantize_k_fn)must(lib, "quantize_row_q6_K_ref");
   dequantize_k_fn dq4k = (dequantize_k_fn)must(lib, "dequantize_row_q4_K");
   dequantize_k_fn dq6k = (dequantize_k_fn)must(lib, "dequantize_row_q6_K");
+  quantize_k_fn q5k = (quantize_k_fn)must(lib, "quantize_row_q5_K_ref");
+  dequantize_k_fn dq5k = (dequantize_k_fn)must(lib, "dequantize_row_q5_K");
   make_kquant_inputs();
   printf("# made by tools/ggml_vectors.c (kquants) from libggml-base.so of @node-llama-cpp/linux-x64@3.21.1\n");
   for (int i = 0; i < n_super; ++i) {
@@ -216,6 +255,12 @@ static int emit_kquants(void* lib) {
     hex_line("q6_K", b6, sizeof b6);
     hex_line("dq4_K", d4, sizeof d4);
     hex_line("dq6_K", d6, sizeof d6);
+    unsigned char b5[Q5_K_BYTES];
+    float d5[QK_K];
+    q5k(super_blocks[i], b5, QK_K);
+    dq5k(b5, d5, QK_K);
+    hex_line("q5_K", b5, sizeof b5);
+    hex_line("dq5_K", d5, sizeof d5);
   }
   return 0;
 }
@@ -233,6 +278,10 @@ int main(int argc, char** argv) {
   if (argc == 3) return emit_kquants(lib);
   quantize_q8_0_fn q8 = (quantize_q8_0_fn)must(lib, "quantize_row_q8_0_ref");
   quantize_q4_0_fn q4 = (quantize_q4_0_fn)must(lib, "quantize_row_q4_0_ref");
+  quantize_block_fn q50 = (quantize_block_fn)must(lib, "quantize_row_q5_0_ref");
+  quantize_block_fn q51 = (quantize_block_fn)must(lib, "quantize_row_q5_1_ref");
+  dequantize_block_fn dq50 = (dequantize_block_fn)must(lib, "dequantize_row_q5_0");
+  dequantize_block_fn dq51 = (dequantize_block_fn)must(lib, "dequantize_row_q5_1");
   to_half_fn fp16 = (to_half_fn)must(lib, "ggml_fp32_to_fp16");
   to_half_fn bf16 = (to_half_fn)must(lib, "ggml_fp32_to_bf16");
 
@@ -246,6 +295,17 @@ int main(int argc, char** argv) {
     hex_line("input", blocks[i], sizeof(float) * QK);
     hex_line("q8_0", &b8, sizeof b8);
     hex_line("q4_0", &b4, sizeof b4);
+    block_q5_0 b50;
+    block_q5_1 b51;
+    float d50[QK], d51[QK];
+    q50(blocks[i], &b50, QK);
+    q51(blocks[i], &b51, QK);
+    dq50(&b50, d50, QK);
+    dq51(&b51, d51, QK);
+    hex_line("q5_0", &b50, sizeof b50);
+    hex_line("q5_1", &b51, sizeof b51);
+    hex_line("dq5_0", d50, sizeof d50);
+    hex_line("dq5_1", d51, sizeof d51);
   }
   float special[2 * QK];
   make_special(special);

@@ -8,10 +8,13 @@ tensor (type, shape, bytes). Standard library only.
 IN is a Llama-shaped safetensors with GGUF names (tools/make_tiny_llama.py);
 it becomes a GGUF with the llama hyperparameters llama.cpp needs to load it,
 its tensors in llama.cpp's order (by layer, then name). Each TYPE (q4_k_m,
-q8_0, ...) is quantized by both; a tensor may differ only where gpumem's
-report says it has no codec for llama.cpp's type. libllama: the npm package
-@node-llama-cpp/linux-x64 (bins/linux-x64/libllama.*.so).
+q5_k_m, q8_0, ...) is quantized by both, and every tensor's type, shape and
+bytes must be the same, as must general.file_type. Whether the whole files
+are the same (sha256) is reported too, and required with --same-file.
+libllama: the npm package @node-llama-cpp/linux-x64
+(bins/linux-x64/libllama.*.so).
 """
+import hashlib
 import json
 import os
 import re
@@ -20,7 +23,9 @@ import subprocess
 import sys
 import tempfile
 
-FTYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15, "q4_k": 15, "q6_k": 18, "bf16": 32}
+# llama.cpp's LLAMA_FTYPE_* (include/llama.h); q4_k is gpumem's pure Q4_K_M.
+FTYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q5_0": 8, "q5_1": 9, "q4_k_s": 14, "q4_k_m": 15, "q4_k": 15,
+          "q5_k_s": 16, "q5_k_m": 17, "q6_k": 18, "bf16": 32}
 
 
 def string(x):
@@ -115,34 +120,51 @@ def tensors(path):
     return meta, out
 
 
+def sha256(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def first_difference(a, b):
+    """The offset of the first byte where files a and b differ."""
+    x, y = open(a, "rb").read(), open(b, "rb").read()
+    return next((i for i in range(min(len(x), len(y))) if x[i] != y[i]), min(len(x), len(y)))
+
+
 def main():
-    lib, runner, gpumem, src, layers = sys.argv[1:6]
+    args = sys.argv[1:]
+    same_file = "--same-file" in args
+    args = [a for a in args if a != "--same-file"]
+    lib, runner, gpumem, src, layers = args[:5]
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "model.gguf")
         make_gguf(src, model, int(layers))
-        for t in sys.argv[6:]:
+        for t in args[5:]:
             ours, theirs = os.path.join(tmp, "gpumem.gguf"), os.path.join(tmp, "llama.gguf")
-            subprocess.run([runner, lib, model, theirs, str(FTYPES[t])], check=True, capture_output=True)
-            report = json.loads(subprocess.run([gpumem, "quantize", model, ours, "--type", t, "--json"], check=True,
-                                               capture_output=True, text=True).stdout)
-            why = {x["name"]: x["why"] for x in report["tensors"]}
-            mine, meta_mine = tensors(ours)[1], tensors(ours)[0]
+            args_pure = ["--pure"] if t == "q4_k" else []
+            subprocess.run([runner, lib, model, theirs, str(FTYPES[t])] + (["pure"] if args_pure else []), check=True,
+                           capture_output=True)
+            subprocess.run([gpumem, "quantize", model, ours, "--type", t, "--json"] + args_pure, check=True,
+                           capture_output=True, text=True)
+            meta_mine, mine = tensors(ours)
             meta_theirs, other = tensors(theirs)
-            same, excused, differ = 0, 0, []
+            same, differ = 0, []
             for name, a in other.items():
                 if mine.get(name) == a:
                     same += 1
-                elif "codec" in why.get(name, ""):
-                    excused += 1
                 else:
                     differ.append(name)
-            print(f"{t}: {same} of {len(other)} tensors identical, {excused} where gpumem has no codec for "
-                  f"llama.cpp's type, {len(differ)} different; general.file_type {meta_mine['general.file_type']} "
-                  f"vs {meta_theirs['general.file_type']}")
+            differ += [name for name in mine if name not in other]
+            file_same = sha256(ours) == sha256(theirs)
+            print(f"{t}: {same} of {len(other)} tensors identical, {len(differ)} different; general.file_type "
+                  f"{meta_mine['general.file_type']} vs {meta_theirs['general.file_type']}; files "
+                  + ("identical, sha256 " + sha256(ours) if file_same else
+                     f"differ (first at byte {first_difference(ours, theirs)}, sizes {os.path.getsize(ours)} and "
+                     f"{os.path.getsize(theirs)})"))
             for name in differ:
-                print("  differs:", name, mine.get(name, (None,))[0], other[name][0])
+                print("  differs:", name, mine.get(name, (None,))[0], other.get(name, (None,))[0])
             failed |= bool(differ) or meta_mine["general.file_type"] != meta_theirs["general.file_type"]
+            failed |= same_file and not file_same
     sys.exit(1 if failed else 0)
 
 

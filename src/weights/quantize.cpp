@@ -22,6 +22,8 @@ namespace {
 constexpr size_t kBlock = 32;
 constexpr size_t kQ8Bytes = 2 + kBlock;
 constexpr size_t kQ4Bytes = 2 + kBlock / 2;
+constexpr size_t kQ5_0Bytes = 2 + 4 + kBlock / 2;
+constexpr size_t kQ5_1Bytes = 2 + 2 + 4 + kBlock / 2;
 
 void put_u16(char* out, uint16_t v) {
   out[0] = static_cast<char>(v & 0xff);
@@ -41,10 +43,23 @@ int32_t abs_max_bits(const float* x) {
   return m;
 }
 
-// roundf (halves away from zero) for |v| < 2^31, without a libm call: the
-// truncation is exact, so is the fraction v - t.
+// C's conversion of a float to a small integer type, as x86-64 makes it (and
+// so the library llama.cpp ships): the truncation to int32, whose "integer
+// indefinite" INT32_MIN stands for anything out of range (an infinity, from
+// a block whose scale is so small that its inverse overflows), then its low
+// bits. Written out because C++ leaves the out-of-range case undefined.
+int32_t truncate_x86(float v) {
+  constexpr float kLimit = 2147483648.0f;  // 2^31
+  return v >= -kLimit && v < kLimit ? static_cast<int32_t>(v) : INT32_MIN;
+}
+
+// roundf (halves away from zero), then C's conversion as truncate_x86 makes
+// it, without a libm call: the truncation is exact, so is the fraction
+// v - t. Beyond 2^31 (an infinite v) the result is INT32_MIN, as ggml's
+// int8_t of roundf(v) gets on x86-64.
 int32_t round_away(float v) {
-  const auto t = static_cast<int32_t>(v);
+  const int32_t t = truncate_x86(v);
+  if (t == INT32_MIN) return t;
   const float frac = v - static_cast<float>(t);
   return t + (frac >= 0.5f ? 1 : 0) - (frac <= -0.5f ? 1 : 0);
 }
@@ -59,22 +74,90 @@ void quantize_q8_0_block(const float* x, char* out) {
   std::memcpy(out + 2, q, kBlock);
 }
 
-void quantize_q4_0_block(const float* x, char* out) {
-  // ggml keeps the first value whose magnitude beats all before it, which is
-  // the first one of the largest magnitude.
+// The block's value of largest magnitude, with its sign. ggml keeps the
+// first value whose magnitude beats all before it, which is the first one of
+// the largest magnitude.
+float signed_abs_max(const float* x) {
   const int32_t amax = abs_max_bits(x);
-  float max = 0.0f;
   for (size_t j = 0; j < kBlock; ++j)
-    if ((std::bit_cast<int32_t>(x[j]) & 0x7fffffff) == amax) {
-      max = x[j];
-      break;
-    }
+    if ((std::bit_cast<int32_t>(x[j]) & 0x7fffffff) == amax) return x[j];
+  return 0.0f;
+}
+
+void quantize_q4_0_block(const float* x, char* out) {
+  const float max = signed_abs_max(x);
   const float d = max / -8.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   put_u16(out, fp32_to_fp16(d));
   uint8_t q[kBlock];
-  for (size_t j = 0; j < kBlock; ++j) q[j] = static_cast<uint8_t>(std::min(15, static_cast<int>(x[j] * id + 8.5f)));
+  // ggml converts to int8_t before the clamp.
+  for (size_t j = 0; j < kBlock; ++j)
+    q[j] = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(truncate_x86(x[j] * id + 8.5f)))));
   for (size_t j = 0; j < kBlock / 2; ++j) out[2 + j] = static_cast<char>(q[j] | q[j + kBlock / 2] << 4);
+}
+
+// The 5-bit quants of a block as ggml stores them: low nibbles paired as
+// Q4_0's (value j and value j + 16 in byte j), the fifth bits gathered into
+// a little-endian uint32 (bit j for value j).
+void pack_5bit(const uint8_t* q, char* qh_out, char* qs_out) {
+  uint32_t qh = 0;
+  for (size_t j = 0; j < kBlock; ++j) qh |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+  for (size_t j = 0; j < 4; ++j) qh_out[j] = static_cast<char>(qh >> (8 * j));
+  for (size_t j = 0; j < kBlock / 2; ++j) qs_out[j] = static_cast<char>((q[j] & 0xf) | (q[j + kBlock / 2] & 0xf) << 4);
+}
+
+// The 32 quants of a Q5_0/Q5_1 block, pack_5bit's inverse.
+void unpack_5bit(const char* qh_in, const char* qs_in, int* q) {
+  uint32_t qh = 0;
+  for (size_t k = 0; k < 4; ++k) qh |= static_cast<uint32_t>(static_cast<uint8_t>(qh_in[k])) << (8 * k);
+  for (size_t j = 0; j < kBlock / 2; ++j) {
+    const auto byte = static_cast<uint8_t>(qs_in[j]);
+    q[j] = (byte & 0xf) | static_cast<int>((qh >> j) & 1) << 4;
+    q[j + kBlock / 2] = (byte >> 4) | static_cast<int>((qh >> (j + kBlock / 2)) & 1) << 4;
+  }
+}
+
+void quantize_q5_0_block(const float* x, char* out) {
+  const float d = signed_abs_max(x) / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_u16(out, fp32_to_fp16(d));
+  uint8_t q[kBlock];
+  // ggml converts to int8_t before the clamp.
+  for (size_t j = 0; j < kBlock; ++j)
+    q[j] = static_cast<uint8_t>(std::min(31, static_cast<int>(static_cast<int8_t>(truncate_x86(x[j] * id + 16.5f)))));
+  pack_5bit(q, out + 2, out + 6);
+}
+
+void quantize_q5_1_block(const float* x, char* out) {
+  abs_max_bits(x);  // refuses infinities and NaNs
+  float min = x[0], max = x[0];
+  for (size_t j = 1; j < kBlock; ++j) {
+    min = std::min(min, x[j]);
+    max = std::max(max, x[j]);
+  }
+  const float d = (max - min) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_u16(out, fp32_to_fp16(d));
+  put_u16(out + 2, fp32_to_fp16(min));
+  uint8_t q[kBlock];
+  // No clamp: (max - min) * id + 0.5 stays below 32, and a 32 would keep
+  // only its low five bits, as ggml's would.
+  for (size_t j = 0; j < kBlock; ++j) q[j] = static_cast<uint8_t>(truncate_x86((x[j] - min) * id + 0.5f));
+  pack_5bit(q, out + 4, out + 8);
+}
+
+void dequantize_q5_0_block(const char* block, float* y) {
+  const float d = fp16_to_fp32(get_u16(block));
+  int q[kBlock];
+  unpack_5bit(block + 2, block + 6, q);
+  for (size_t j = 0; j < kBlock; ++j) y[j] = static_cast<float>(q[j] - 16) * d;
+}
+
+void dequantize_q5_1_block(const char* block, float* y) {
+  const float d = fp16_to_fp32(get_u16(block)), m = fp16_to_fp32(get_u16(block + 2));
+  int q[kBlock];
+  unpack_5bit(block + 4, block + 8, q);
+  for (size_t j = 0; j < kBlock; ++j) y[j] = static_cast<float>(q[j]) * d + m;
 }
 
 // ---- K-quants: super-blocks of 256 values (ggml-quants.c's *_K_ref). ----
@@ -85,6 +168,7 @@ void quantize_q4_0_block(const float* x, char* out) {
 
 constexpr size_t kSuper = 256;
 constexpr size_t kQ4KBytes = 4 + 12 + kSuper / 2;
+constexpr size_t kQ5KBytes = 4 + 12 + kSuper / 8 + kSuper / 2;
 constexpr size_t kQ6KBytes = kSuper / 2 + kSuper / 4 + kSuper / 16 + 2;
 constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 
@@ -118,7 +202,7 @@ Floats to_float(Ints v) { return __builtin_convertvector(v, Floats); }
 
 // make_qx_quants(n = 16, nmax = 32, rmse_type = 1, no importance weights)
 // on 4 sub-blocks at once, one per lane, each lane running ggml's sequence
-// of float operations (as make_q4k_scale_min below does): the scale of 16
+// of float operations (as make_qkx2_scale_min below does): the scale of 16
 // values for quants in [-32, 31] that maximizes sum(w*x*l)^2 / sum(w*l^2)
 // with w = x^2, over 19 candidate reciprocal scales -(32 + 0.1*is) / max.
 // xt[i][k] is value i of sub-block k; Lt gets l + 32, transposed the same.
@@ -220,22 +304,23 @@ void quantize_q6_k_block(const float* x, char* out) {
   }
 }
 
-// make_qkx2_quants(n = 32, nmax = 15, rmin = -1, rdelta = 0.1, nstep = 20,
-// use_mad = false) on 4 sub-blocks of a super-block at once: lane k is
-// sub-block k, and every lane runs ggml's own sequence of float operations
-// (sums value by value, in order), so the bytes stay ggml's while the
-// compiler turns each step into one vector operation over the lanes. ggml's
-// branches become per-lane selects. For each lane: a scale and a min
-// (returned negated, >= 0) for quants in [0, 15], the weighted least-squares
-// fit that beats the others of 21 candidate grids in weighted squared error.
-// xt and wt are the values and weights transposed (xt[i][k] = value i of
-// sub-block k); Lt gets the quants, transposed the same way. 3.9x faster
-// than one sub-block at a time, since ggml's sums are sequential and cannot
-// be vectorized along a sub-block without changing their rounding.
-void make_q4k_scale_min(const Floats* xt, const Floats* wt, Ints* Lt, Floats& scale_out, Floats& the_min) {
-  constexpr int kN = 32, kNmax = 15;
-  constexpr float kRmin = -1.0f, kRdelta = 0.1f;
-  constexpr int kSteps = 20;
+// make_qkx2_quants(n = 32, nmax, rmin, rdelta = 0.1, nstep, use_mad =
+// false) on 4 sub-blocks of a super-block at once: lane k is sub-block k,
+// and every lane runs ggml's own sequence of float operations (sums value by
+// value, in order), so the bytes stay ggml's while the compiler turns each
+// step into one vector operation over the lanes. ggml's branches become
+// per-lane selects. For each lane: a scale and a min (returned negated,
+// >= 0) for quants in [0, nmax], the weighted least-squares fit that beats
+// the others of nstep + 1 candidate grids in weighted squared error. xt and
+// wt are the values and weights transposed (xt[i][k] = value i of sub-block
+// k); Lt gets the quants, transposed the same way. 3.9x faster than one
+// sub-block at a time, since ggml's sums are sequential and cannot be
+// vectorized along a sub-block without changing their rounding.
+// Q4_K: nmax 15, rmin -1, nstep 20; Q5_K: nmax 31, rmin -0.5, nstep 15.
+template <int kNmax, int kSteps>
+void make_qkx2_scale_min(const Floats* xt, const Floats* wt, Ints* Lt, float rmin, Floats& scale_out, Floats& the_min) {
+  constexpr int kN = 32;
+  constexpr float kRdelta = 0.1f;
   Floats min = xt[0], max = xt[0];
   Floats sum_w = wt[0];
   Floats sum_x = sum_w * xt[0];
@@ -259,7 +344,7 @@ void make_q4k_scale_min(const Floats* xt, const Floats* wt, Ints* Lt, Floats& sc
   Ints Laux[kN];
   for (int is = 0; is <= kSteps; ++is) {
     // ggml divides by max - min with min as the last accepted fit left it.
-    const Floats iscale = (kRmin + kRdelta * static_cast<float>(is) + static_cast<float>(kNmax)) / (max - min);
+    const Floats iscale = (rmin + kRdelta * static_cast<float>(is) + static_cast<float>(kNmax)) / (max - min);
     Floats sum_l{}, sum_l2{}, sum_xl{};
     for (int i = 0; i < kN; ++i) {
       Laux[i] = clamp_ints(nearest_ints(iscale * (xt[i] - min)), 0, kNmax);
@@ -292,8 +377,14 @@ void make_q4k_scale_min(const Floats* xt, const Floats* wt, Ints* Lt, Floats& sc
   for (int i = 0; i < kN; ++i) Lt[i] = flat ? Ints{} : Lt[i];
 }
 
-void quantize_q4_k_block(const float* x, char* out) {
-  uint8_t L[kSuper];
+// What Q4_K and Q5_K share (ggml's quantize_row_q4_K_ref and q5_K_ref differ
+// only in the search's constants and the quants' packing): each 32 values'
+// scale and min by make_qkx2_scale_min, weighted by av_x + |x|; both as
+// 6-bit multiples of fp16 d and dmin in the 16-byte head (d, dmin, 12
+// packed bytes); then each value's quant in [0, kNmax] against the rounded
+// scale and min, into L.
+template <int kNmax, int kSteps>
+void quantize_k_scales_mins(const float* x, float rmin, char* head, uint8_t* L) {
   float scales[kSuper / 32], mins[kSuper / 32];
   float max_scale = 0, max_min = 0;
   for (size_t g = 0; g < kSuper / 32; g += kLanes) {  // sub-blocks g .. g+3 as the lanes
@@ -310,7 +401,7 @@ void quantize_q4_k_block(const float* x, char* out) {
       }
     }
     Floats scales4, mins4;
-    make_q4k_scale_min(xt, wt, Lt, scales4, mins4);
+    make_qkx2_scale_min<kNmax, kSteps>(xt, wt, Lt, rmin, scales4, mins4);
     for (size_t k = 0; k < kLanes; ++k) {
       scales[g + k] = scales4[k];
       mins[g + k] = mins4[k];
@@ -340,17 +431,22 @@ void quantize_q4_k_block(const float* x, char* out) {
   }
   const uint16_t dh = fp32_to_fp16(max_scale / 63.0f);
   const uint16_t mh = fp32_to_fp16(max_min / 63.0f);
-  put_u16(out, dh);
-  put_u16(out + 2, mh);
-  std::memcpy(out + 4, packed, 12);
+  put_u16(head, dh);
+  put_u16(head + 2, mh);
+  std::memcpy(head + 4, packed, 12);
   const float dall = fp16_to_fp32(dh), mall = fp16_to_fp32(mh);
   for (size_t j = 0; j < kSuper / 32; ++j) {
     const float d = dall * static_cast<float>(ls[j]);
     if (d == 0.0f) continue;  // keeps the search's quants, as ggml does
     const float dm = mall * static_cast<float>(lm[j]);
     for (size_t i = 0; i < 32; ++i)
-      L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + i] + dm) / d))));
+      L[32 * j + i] = static_cast<uint8_t>(std::max(0, std::min(kNmax, nearest_int((x[32 * j + i] + dm) / d))));
   }
+}
+
+void quantize_q4_k_block(const float* x, char* out) {
+  uint8_t L[kSuper];
+  quantize_k_scales_mins<15, 20>(x, -1.0f, out, L);
   auto* q = reinterpret_cast<uint8_t*>(out + 16);
   for (size_t j = 0; j < kSuper; j += 64) {
     for (size_t l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | L[j + l + 32] << 4);
@@ -358,7 +454,24 @@ void quantize_q4_k_block(const float* x, char* out) {
   }
 }
 
-// The (scale, min) pair j of a Q4_K block's 12 packed bytes.
+void quantize_q5_k_block(const float* x, char* out) {
+  uint8_t L[kSuper];
+  quantize_k_scales_mins<31, 15>(x, -0.5f, out, L);
+  auto* qh = reinterpret_cast<uint8_t*>(out + 16);
+  auto* ql = qh + kSuper / 8;
+  std::memset(qh, 0, kSuper / 8);
+  for (size_t j = 0; j < kSuper; j += 64) {
+    const size_t shift = j / 32;  // bits 2k and 2k + 1 of each qh byte for the k-th 64 values
+    for (size_t l = 0; l < 32; ++l) {
+      const uint8_t lo = L[j + l], hi = L[j + l + 32];
+      ql[l] = static_cast<uint8_t>((lo & 0xf) | (hi & 0xf) << 4);
+      qh[l] = static_cast<uint8_t>(qh[l] | (lo >> 4) << shift | (hi >> 4) << (shift + 1));
+    }
+    ql += 32;
+  }
+}
+
+// The (scale, min) pair j of a Q4_K or Q5_K block's 12 packed bytes.
 void q4k_scale_min(const uint8_t* p, size_t j, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = p[j] & 63;
@@ -380,6 +493,25 @@ void dequantize_q4_k_block(const char* block, float* y) {
     const float d1 = d * s1, mm1 = min * m1, d2 = d * s2, mm2 = min * m2;
     for (size_t l = 0; l < 32; ++l) y[64 * j + l] = d1 * static_cast<float>(q[32 * j + l] & 0xf) - mm1;
     for (size_t l = 0; l < 32; ++l) y[64 * j + 32 + l] = d2 * static_cast<float>(q[32 * j + l] >> 4) - mm2;
+  }
+}
+
+void dequantize_q5_k_block(const char* block, float* y) {
+  const float d = fp16_to_fp32(get_u16(block)), min = fp16_to_fp32(get_u16(block + 2));
+  const auto* sc = reinterpret_cast<const uint8_t*>(block + 4);
+  const auto* qh = reinterpret_cast<const uint8_t*>(block + 16);
+  const auto* ql = qh + kSuper / 8;
+  for (size_t j = 0; j < kSuper / 64; ++j) {
+    uint8_t s1, m1, s2, m2;
+    q4k_scale_min(sc, 2 * j, &s1, &m1);
+    q4k_scale_min(sc, 2 * j + 1, &s2, &m2);
+    const float d1 = d * s1, mm1 = min * m1, d2 = d * s2, mm2 = min * m2;
+    for (size_t l = 0; l < 32; ++l) {
+      const int lo = (ql[32 * j + l] & 0xf) | ((qh[l] >> (2 * j)) & 1) << 4;
+      const int hi = (ql[32 * j + l] >> 4) | ((qh[l] >> (2 * j + 1)) & 1) << 4;
+      y[64 * j + l] = d1 * static_cast<float>(lo) - mm1;
+      y[64 * j + 32 + l] = d2 * static_cast<float>(hi) - mm2;
+    }
   }
 }
 
@@ -485,9 +617,19 @@ std::string quantize(GgmlTypeId type, const float* data, size_t n) {
     case GgmlTypeId::kQ4_0:
       for (size_t b = 0; b < n / kBlock; ++b) quantize_q4_0_block(data + b * kBlock, p + b * kQ4Bytes);
       break;
+    case GgmlTypeId::kQ5_0:
+      for (size_t b = 0; b < n / kBlock; ++b) quantize_q5_0_block(data + b * kBlock, p + b * kQ5_0Bytes);
+      break;
+    case GgmlTypeId::kQ5_1:
+      for (size_t b = 0; b < n / kBlock; ++b) quantize_q5_1_block(data + b * kBlock, p + b * kQ5_1Bytes);
+      break;
     case GgmlTypeId::kQ4_K:
       check_finite(data, n);
       for (size_t b = 0; b < n / kSuper; ++b) quantize_q4_k_block(data + b * kSuper, p + b * kQ4KBytes);
+      break;
+    case GgmlTypeId::kQ5_K:
+      check_finite(data, n);
+      for (size_t b = 0; b < n / kSuper; ++b) quantize_q5_k_block(data + b * kSuper, p + b * kQ5KBytes);
       break;
     case GgmlTypeId::kQ6_K:
       check_finite(data, n);
@@ -530,8 +672,17 @@ std::vector<float> dequantize(GgmlTypeId type, std::string_view bytes, size_t n)
         }
       }
       break;
+    case GgmlTypeId::kQ5_0:
+      for (size_t b = 0; b < n / kBlock; ++b) dequantize_q5_0_block(p + b * kQ5_0Bytes, y.data() + b * kBlock);
+      break;
+    case GgmlTypeId::kQ5_1:
+      for (size_t b = 0; b < n / kBlock; ++b) dequantize_q5_1_block(p + b * kQ5_1Bytes, y.data() + b * kBlock);
+      break;
     case GgmlTypeId::kQ4_K:
       for (size_t b = 0; b < n / kSuper; ++b) dequantize_q4_k_block(p + b * kQ4KBytes, y.data() + b * kSuper);
+      break;
+    case GgmlTypeId::kQ5_K:
+      for (size_t b = 0; b < n / kSuper; ++b) dequantize_q5_k_block(p + b * kQ5KBytes, y.data() + b * kSuper);
       break;
     case GgmlTypeId::kQ6_K:
       for (size_t b = 0; b < n / kSuper; ++b) dequantize_q6_k_block(p + b * kQ6KBytes, y.data() + b * kSuper);

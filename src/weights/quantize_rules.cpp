@@ -1,9 +1,11 @@
 // Which ggml type each tensor gets, as llama.cpp's llama-quantize decides
 // it (src/llama-quant.cpp: tensor_allows_quantization,
 // llama_tensor_get_type_impl, tensor_type_fallback, read at commit
-// 007dbbf3), for the file types gpumem has the codecs of. Rewritten from
-// the rules, not the code; docs/quantize.md has them as a table and says
-// where gpumem differs (it has no Q5_0, Q5_1 or Q5_K codec).
+// 007dbbf3, whose llama_tensor_get_type_impl is the same as that of the
+// llama.cpp npm's @node-llama-cpp 3.21.1 ships, the libllama
+// tools/llama_quantize_check.py compares with), for the file types gpumem
+// has the codecs of. Rewritten from the rules, not the code;
+// docs/quantize.md has them as a table.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -20,13 +22,13 @@
 namespace gpumem::weights {
 namespace {
 
-// ggml type ids (enum ggml_type), including the ones llama.cpp's rules name
-// that gpumem cannot write.
+// ggml type ids (enum ggml_type).
 constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
                    kBF16 = 30;
 
 // llama.cpp's LLAMA_FTYPE_* numbering (include/llama.h).
-constexpr uint32_t kFtypeAllF32 = 0, kFtypeF16 = 1, kFtypeQ4_0 = 2, kFtypeQ8_0 = 7, kFtypeQ4_K_M = 15, kFtypeQ6_K = 18,
+constexpr uint32_t kFtypeAllF32 = 0, kFtypeF16 = 1, kFtypeQ4_0 = 2, kFtypeQ8_0 = 7, kFtypeQ5_0 = 8, kFtypeQ5_1 = 9,
+                   kFtypeQ4_K_S = 14, kFtypeQ4_K_M = 15, kFtypeQ5_K_S = 16, kFtypeQ5_K_M = 17, kFtypeQ6_K = 18,
                    kFtypeBF16 = 32;
 
 enum class Category {
@@ -160,9 +162,12 @@ uint32_t mixture_type(State& qs, const TensorShape& t, Category category, const 
     if (new_type != recipe.default_type)
       why = category == Category::kOutput ? "output tensor" : "token embedding tied to the output";
   } else if (is_attn_v(category)) {
-    if (ftype == kFtypeQ4_K_M && use_more_bits(qs.i_attention_wv, qs.n_attention_wv)) {
+    if ((ftype == kFtypeQ4_K_M || ftype == kFtypeQ5_K_M) && use_more_bits(qs.i_attention_wv, qs.n_attention_wv)) {
       new_type = kQ6_K;
       why = fmt::format("use_more_bits: attn_v {} of {}", qs.i_attention_wv, qs.n_attention_wv);
+    } else if (ftype == kFtypeQ4_K_S && qs.i_attention_wv < 4) {
+      new_type = kQ5_K;
+      why = fmt::format("Q4_K_S: attn_v {} of the first 4", qs.i_attention_wv);
     }
     if (hints.llama_70b && new_type == kQ4_K) {
       new_type = kQ5_K;
@@ -195,21 +200,23 @@ uint32_t mixture_type(State& qs, const TensorShape& t, Category category, const 
       } else if (use_more_bits(i_layer, n_layer)) {
         new_type = kQ6_K;
       }
-      if (new_type != recipe.default_type)
-        why = fmt::format("use_more_bits: ffn_down layer {} of {}", i_layer, n_layer);
+    } else if (ftype == kFtypeQ5_K_M && use_more_bits(i_layer, n_layer)) {
+      new_type = kQ6_K;
+    } else if (ftype == kFtypeQ4_K_S && !falcon && i_layer < n_layer / 8) {
+      new_type = kQ5_K;
     }
+    if (new_type != recipe.default_type)
+      why = fmt::format("{}: ffn_down layer {} of {}", ftype == kFtypeQ4_K_S ? "first eighth" : "use_more_bits",
+                        i_layer, n_layer);
     ++qs.i_ffn_down;
   } else if (category == Category::kAttnOutput) {
-    if (!falcon && hints.n_expert == 8 && ftype == kFtypeQ4_K_M) {
+    if (!falcon && hints.n_expert == 8 && (ftype == kFtypeQ4_K_M || ftype == kFtypeQ4_K_S)) {
       new_type = kQ5_K;
       why = "8 experts: attn_output";
     }
-  } else if (category == Category::kAttnQkv) {
-    if (ftype == kFtypeQ4_K_M) {
-      new_type = kQ5_K;
-      why = "fused attn_qkv";
-    }
   }
+  // llama.cpp's branch for fused attn_qkv (Q5_K in Q4_K_M, Q6_K in Q5_K_M)
+  // is never reached: attn_qkv counts as attn_v, whose branch comes first.
   return new_type;
 }
 
@@ -231,17 +238,6 @@ uint32_t fallback(const TensorShape& t, uint32_t type, std::string& why) {
   return to;
 }
 
-// The types llama.cpp's rules name that gpumem has no codec for become the
-// next larger one it has.
-uint32_t available(uint32_t type, std::string& why) {
-  uint32_t to = type;
-  if (type == kQ5_K) to = kQ6_K;
-  if (type == kQ5_0 || type == kQ5_1) to = kQ8_0;
-  if (to != type)
-    why += fmt::format("{}{} (gpumem has no {} codec)", why.empty() ? "" : " -> ", type_name(to), type_name(type));
-  return to;
-}
-
 bool is_float(uint32_t type) { return type == kF32 || type == kF16 || type == kBF16; }
 
 }  // namespace
@@ -249,9 +245,13 @@ bool is_float(uint32_t type) { return type == kF32 || type == kF16 || type == kB
 const std::vector<QuantizeRecipe>& quantize_recipes() {
   // docs/quantize.md's table says what each gives.
   static const std::vector<QuantizeRecipe> recipes = {
-      {"q8_0", kQ8_0, kFtypeQ8_0, true},    {"q6_k", kQ6_K, kFtypeQ6_K, true},  {"q4_k_m", kQ4_K, kFtypeQ4_K_M, true},
-      {"q4_k", kQ4_K, kFtypeQ4_K_M, false}, {"q4_0", kQ4_0, kFtypeQ4_0, true},  {"f16", kF16, kFtypeF16, false},
-      {"bf16", kBF16, kFtypeBF16, false},   {"f32", kF32, kFtypeAllF32, false},
+      {"q8_0", kQ8_0, kFtypeQ8_0, true},     {"q6_k", kQ6_K, kFtypeQ6_K, true},
+      {"q5_k_m", kQ5_K, kFtypeQ5_K_M, true}, {"q5_k_s", kQ5_K, kFtypeQ5_K_S, true},
+      {"q5_1", kQ5_1, kFtypeQ5_1, true},     {"q5_0", kQ5_0, kFtypeQ5_0, true},
+      {"q4_k_m", kQ4_K, kFtypeQ4_K_M, true}, {"q4_k_s", kQ4_K, kFtypeQ4_K_S, true},
+      {"q4_k", kQ4_K, kFtypeQ4_K_M, false},  {"q4_0", kQ4_0, kFtypeQ4_0, true},
+      {"f16", kF16, kFtypeF16, false},       {"bf16", kBF16, kFtypeBF16, false},
+      {"f32", kF32, kFtypeAllF32, false},
   };
   return recipes;
 }
@@ -320,7 +320,6 @@ std::vector<TypeChoice> choose_types(const std::vector<TensorShape>& tensors, co
       if (quantized_default) {
         if (recipe->mixture && !options.pure) target = mixture_type(qs, t, category_of(t.name), *recipe, model, why);
         target = fallback(t, target, why);
-        target = available(target, why);
       }
     }
     // --keep is applied after the rules, so that it does not move which

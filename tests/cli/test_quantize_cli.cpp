@@ -166,8 +166,8 @@ TEST(CliQuantize, Q4KMRaisesExactlyTheTensorsLlamaCppRaises) {
     if (t.dtype == "F32") f32.insert(name);
   }
   EXPECT_EQ(q6k, expected_q6k);
-  // Rows of 32: Q4_K falls back to llama.cpp's Q5_0, which gpumem writes as Q8_0.
-  for (int l = 0; l < 8; ++l) EXPECT_EQ(types.at("blk." + std::to_string(l) + ".ffn_extra.weight").dtype, "Q8_0") << l;
+  // Rows of 32 are not whole Q4_K blocks: llama.cpp falls back to Q5_0.
+  for (int l = 0; l < 8; ++l) EXPECT_EQ(types.at("blk." + std::to_string(l) + ".ffn_extra.weight").dtype, "Q5_0") << l;
   EXPECT_EQ(types.at("token_embd.weight").dtype, "Q4_K");  // not tied: output.weight exists
   EXPECT_EQ(types.at("blk.2.attn_v.weight").dtype, "Q4_K");
   EXPECT_EQ(types.at("blk.5.ffn_gate.weight").dtype, "Q4_K");
@@ -460,9 +460,10 @@ TEST(CliQuantize, SameTensorsAsLlamaCppsOwnQuantize) {
   if (!lib || !exists(lib)) GTEST_SKIP() << "GPUMEM_LIBLLAMA=PATH/libllama.so is not set";
   const std::string src = GPUMEM_SOURCE_DIR, runner = temp("llama_quantize");
   ASSERT_EQ(std::system(("cc -O1 -o " + runner + " " + src + "/tools/llama_quantize.c -ldl").c_str()), 0);
-  const std::string cmd = "python3 " + src + "/tools/llama_quantize_check.py " + lib + " " + runner + " " +
-                          GPUMEM_CLI_PATH + " " + src +
-                          "/tests/data/weights/tiny_llama.safetensors 4 q4_k_m q8_0 q4_0 q6_k f16 bf16 f32";
+  const std::string cmd =
+      "python3 " + src + "/tools/llama_quantize_check.py " + lib + " " + runner + " " + GPUMEM_CLI_PATH + " " + src +
+      "/tests/data/weights/tiny_llama.safetensors 4 q4_k_m q4_k_s q5_k_m q5_k_s q5_0 q5_1 q8_0 q4_0 q6_k q4_k f16 "
+      "bf16 f32";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::remove(runner.c_str());
 }

@@ -65,26 +65,60 @@ void expect_blocks_equal_ggml(GgmlTypeId type, const std::string& kind, const st
 
 TEST(Quantize, Q8_0EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ8_0, "q8_0"); }
 TEST(Quantize, Q4_0EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ4_0, "q4_0"); }
+TEST(Quantize, Q5_0EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ5_0, "q5_0"); }
+TEST(Quantize, Q5_1EqualsGgmlReference) { expect_blocks_equal_ggml(GgmlTypeId::kQ5_1, "q5_1"); }
 TEST(Quantize, Q4_KEqualsGgmlReference) {
   expect_blocks_equal_ggml(GgmlTypeId::kQ4_K, "q4_K", "ggml_kquant_vectors.txt", 29);
+}
+TEST(Quantize, Q5_KEqualsGgmlReference) {
+  expect_blocks_equal_ggml(GgmlTypeId::kQ5_K, "q5_K", "ggml_kquant_vectors.txt", 29);
 }
 TEST(Quantize, Q6_KEqualsGgmlReference) {
   expect_blocks_equal_ggml(GgmlTypeId::kQ6_K, "q6_K", "ggml_kquant_vectors.txt", 29);
 }
 
-// ggml's dequantize_row_q4_K / q6_K of its own blocks, float for float.
-void expect_dequantized_equal_ggml(GgmlTypeId type, const std::string& kind) {
-  auto v = vectors("ggml_kquant_vectors.txt");
+// The fixture's last 32-value block is float subnormals only: 1/d overflows
+// to infinity and ggml's quants are C's conversion of infinities and NaNs,
+// which gpumem writes out rather than leave to undefined behaviour.
+TEST(Quantize, SubnormalOnlyBlocksEqualGgml) {
+  auto v = vectors();
+  const auto x = floats(v["input"].back());
+  ASSERT_EQ(x.size(), 32u);
+  for (const float f : x) ASSERT_LT(std::fabs(f), 0x1p-126f);
+  EXPECT_EQ(hex(quantize(GgmlTypeId::kQ8_0, x.data(), 32)), hex(v["q8_0"].back()));
+  EXPECT_EQ(hex(quantize(GgmlTypeId::kQ4_0, x.data(), 32)), hex(v["q4_0"].back()));
+  EXPECT_EQ(hex(quantize(GgmlTypeId::kQ5_0, x.data(), 32)), hex(v["q5_0"].back()));
+  EXPECT_EQ(hex(quantize(GgmlTypeId::kQ5_1, x.data(), 32)), hex(v["q5_1"].back()));
+}
+
+// ggml's dequantize_row_* of its own blocks, float for float: the "d" lines
+// of `file`, `count` blocks of n values.
+void expect_dequantized_equal_ggml(GgmlTypeId type, const std::string& kind, const std::string& file, size_t n,
+                                   size_t count) {
+  auto v = vectors(file);
   const auto& blocks = v[kind];
   const auto& theirs = v["d" + kind];
-  ASSERT_EQ(blocks.size(), 29u);
+  ASSERT_EQ(blocks.size(), count);
   ASSERT_EQ(theirs.size(), blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) {
-    EXPECT_EQ(hex(dequantize(type, blocks[b], 256)), hex(theirs[b])) << kind << " block " << b;
+    EXPECT_EQ(hex(dequantize(type, blocks[b], n)), hex(theirs[b])) << kind << " block " << b;
   }
 }
-TEST(Quantize, Q4_KDequantizesAsGgml) { expect_dequantized_equal_ggml(GgmlTypeId::kQ4_K, "q4_K"); }
-TEST(Quantize, Q6_KDequantizesAsGgml) { expect_dequantized_equal_ggml(GgmlTypeId::kQ6_K, "q6_K"); }
+TEST(Quantize, Q5_0DequantizesAsGgml) {
+  expect_dequantized_equal_ggml(GgmlTypeId::kQ5_0, "q5_0", "ggml_vectors.txt", 32, 35);
+}
+TEST(Quantize, Q5_1DequantizesAsGgml) {
+  expect_dequantized_equal_ggml(GgmlTypeId::kQ5_1, "q5_1", "ggml_vectors.txt", 32, 35);
+}
+TEST(Quantize, Q4_KDequantizesAsGgml) {
+  expect_dequantized_equal_ggml(GgmlTypeId::kQ4_K, "q4_K", "ggml_kquant_vectors.txt", 256, 29);
+}
+TEST(Quantize, Q5_KDequantizesAsGgml) {
+  expect_dequantized_equal_ggml(GgmlTypeId::kQ5_K, "q5_K", "ggml_kquant_vectors.txt", 256, 29);
+}
+TEST(Quantize, Q6_KDequantizesAsGgml) {
+  expect_dequantized_equal_ggml(GgmlTypeId::kQ6_K, "q6_K", "ggml_kquant_vectors.txt", 256, 29);
+}
 
 TEST(Quantize, HalfConversionsEqualGgml) {
   auto v = vectors();
@@ -155,6 +189,36 @@ TEST(Quantize, Q4_0RoundTripWithinOneStep) {
   }
 }
 
+uint16_t u16_at(const std::string& q, size_t at) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(q[at]) | static_cast<uint8_t>(q[at + 1]) << 8);
+}
+
+TEST(Quantize, Q5_0RoundTripWithinOneStep) {
+  const auto x = random_inputs();
+  const std::string q = quantize(GgmlTypeId::kQ5_0, x.data(), x.size());
+  const auto y = dequantize(GgmlTypeId::kQ5_0, q, x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float d = std::fabs(fp16_to_fp32(u16_at(q, b * 22)));
+    // As Q4_0's: half a step, another half where 16.5 clamps to 31 at the
+    // top, and fp16's rounding of d over 16 steps.
+    const float bound = d + 16 * std::max(d * 0x1p-11f, 0x1p-25f);
+    for (size_t j = 0; j < 32; ++j) EXPECT_LE(std::fabs(x[b * 32 + j] - y[b * 32 + j]), bound) << b << " " << j;
+  }
+}
+
+TEST(Quantize, Q5_1RoundTripWithinHalfAStep) {
+  const auto x = random_inputs();
+  const std::string q = quantize(GgmlTypeId::kQ5_1, x.data(), x.size());
+  const auto y = dequantize(GgmlTypeId::kQ5_1, q, x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float d = fp16_to_fp32(u16_at(q, b * 24)), m = fp16_to_fp32(u16_at(q, b * 24 + 2));
+    // Half a step from rounding (0.5 added, then truncated), plus fp16's
+    // rounding of the min and of d over 31 steps.
+    const float bound = d / 2 + 31 * std::max(d * 0x1p-11f, 0x1p-25f) + std::max(std::fabs(m) * 0x1p-11f, 0x1p-25f);
+    for (size_t j = 0; j < 32; ++j) EXPECT_LE(std::fabs(x[b * 32 + j] - y[b * 32 + j]), bound) << b << " " << j;
+  }
+}
+
 TEST(Quantize, ErrorStatsOfARoundTrip) {
   const auto x = random_inputs();
   const QuantError q8 = round_trip_error(GgmlTypeId::kQ8_0, x.data(), x.size());
@@ -162,6 +226,11 @@ TEST(Quantize, ErrorStatsOfARoundTrip) {
   EXPECT_GT(q8.rmse, 0);
   EXPECT_LE(q8.rmse, q8.max_abs);
   EXPECT_LT(q8.rmse, q4.rmse);  // 8 bits beat 4
+  const QuantError q5 = round_trip_error(GgmlTypeId::kQ5_0, x.data(), x.size());
+  const QuantError q5_1 = round_trip_error(GgmlTypeId::kQ5_1, x.data(), x.size());
+  EXPECT_LT(q8.rmse, q5.rmse);  // ... and 5
+  EXPECT_LT(q5.rmse, q4.rmse);
+  EXPECT_LT(q5_1.rmse, q4.rmse);
   const QuantError f32 = round_trip_error(GgmlTypeId::kF32, x.data(), x.size());
   EXPECT_EQ(f32.rmse, 0);
   EXPECT_EQ(f32.max_abs, 0);
@@ -233,9 +302,24 @@ TEST(Quantize, Q4_KRoundTripError) {
   EXPECT_LT(q4k.rmse, q4_0.rmse);  // the searched scale and min beat Q4_0's amax/8
 }
 
+TEST(Quantize, Q5_KRoundTripError) {
+  const auto x = random_super_blocks();
+  // 5 bits over each 32 values' [min, max]: a step of about 2 amax / 31,
+  // RMSE near step / sqrt(12) ~ 0.019 amax.
+  for (double e : relative_rmse(GgmlTypeId::kQ5_K, x)) EXPECT_LT(e, 0.025);
+  const QuantError q5k = round_trip_error(GgmlTypeId::kQ5_K, x.data(), x.size());
+  const QuantError q4k = round_trip_error(GgmlTypeId::kQ4_K, x.data(), x.size());
+  const QuantError q6k = round_trip_error(GgmlTypeId::kQ6_K, x.data(), x.size());
+  const QuantError q5_1 = round_trip_error(GgmlTypeId::kQ5_1, x.data(), x.size());
+  EXPECT_LT(q6k.rmse, q5k.rmse);
+  EXPECT_LT(q5k.rmse, q4k.rmse);
+  EXPECT_LT(q5k.rmse, q5_1.rmse);  // the searched scale and min beat Q5_1's min and max
+}
+
 TEST(Quantize, KQuantsOfZerosAreZeros) {
   const std::vector<float> x(512, 0.0f);
-  for (GgmlTypeId type : {GgmlTypeId::kQ4_K, GgmlTypeId::kQ6_K}) {
+  for (GgmlTypeId type :
+       {GgmlTypeId::kQ4_K, GgmlTypeId::kQ5_K, GgmlTypeId::kQ6_K, GgmlTypeId::kQ5_0, GgmlTypeId::kQ5_1}) {
     const auto y = dequantize(type, quantize(type, x.data(), x.size()), x.size());
     for (float v : y) EXPECT_EQ(v, 0.0f);
   }
@@ -246,8 +330,15 @@ TEST(Quantize, KQuantSizes) {
   EXPECT_EQ(block_bytes(GgmlTypeId::kQ4_K), 144u);
   EXPECT_EQ(block_elements(GgmlTypeId::kQ6_K), 256u);
   EXPECT_EQ(block_bytes(GgmlTypeId::kQ6_K), 210u);
+  EXPECT_EQ(block_elements(GgmlTypeId::kQ5_K), 256u);
+  EXPECT_EQ(block_bytes(GgmlTypeId::kQ5_K), 176u);
+  EXPECT_EQ(block_elements(GgmlTypeId::kQ5_0), 32u);
+  EXPECT_EQ(block_bytes(GgmlTypeId::kQ5_0), 22u);
+  EXPECT_EQ(block_elements(GgmlTypeId::kQ5_1), 32u);
+  EXPECT_EQ(block_bytes(GgmlTypeId::kQ5_1), 24u);
   EXPECT_EQ(quantized_size(GgmlTypeId::kQ4_K, 1024), 4 * 144u);
   EXPECT_THROW(quantized_size(GgmlTypeId::kQ6_K, 32), InputError);
+  EXPECT_THROW(quantized_size(GgmlTypeId::kQ5_K, 32), InputError);
 }
 
 TEST(Quantize, RejectsPartialBlocksAndNonFiniteValues) {
@@ -258,16 +349,22 @@ TEST(Quantize, RejectsPartialBlocksAndNonFiniteValues) {
   EXPECT_THROW(dequantize(GgmlTypeId::kQ8_0, std::string(33, '\0'), 32), InputError);
   x[7] = INFINITY;
   EXPECT_THROW(quantize(GgmlTypeId::kQ8_0, x.data(), 32), InputError);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ5_1, x.data(), 32), InputError);
   x[7] = std::nanf("");
   EXPECT_THROW(quantize(GgmlTypeId::kQ4_0, x.data(), 32), InputError);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ5_0, x.data(), 32), InputError);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ5_1, x.data(), 32), InputError);
   EXPECT_EQ(quantize(GgmlTypeId::kQ8_0, x.data(), 0), "");
   std::vector<float> k(256, 0.5f);
   EXPECT_THROW(quantize(GgmlTypeId::kQ4_K, k.data(), 128), InputError);
   EXPECT_THROW(dequantize(GgmlTypeId::kQ6_K, std::string(209, '\0'), 256), InputError);
   k[100] = -INFINITY;
   EXPECT_THROW(quantize(GgmlTypeId::kQ6_K, k.data(), 256), InputError);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ5_K, k.data(), 256), InputError);
   k[100] = std::nanf("");
   EXPECT_THROW(quantize(GgmlTypeId::kQ4_K, k.data(), 256), InputError);
+  EXPECT_THROW(quantize(GgmlTypeId::kQ5_K, k.data(), 256), InputError);
+  EXPECT_THROW(dequantize(GgmlTypeId::kQ5_K, std::string(175, '\0'), 256), InputError);
 }
 
 }  // namespace
