@@ -19,6 +19,13 @@ Action add_llm_command(CLI::App& app) {
     uint64_t context = 0, batch = 1, ubatch = 512;
     uint32_t gpus = 1;
     bool json = false;
+    std::string engine = "llama.cpp";
+    // vLLM's own settings, under their vLLM names.
+    double gpu_memory_utilization = 0.9;
+    uint64_t max_num_batched_tokens = 0, max_num_seqs = 0, concurrency = 0;
+    uint32_t block_size = 16;
+    bool enforce_eager = false;
+    std::string non_torch;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model,
@@ -41,8 +48,53 @@ Action add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--overhead", args->overhead, "CUDA context and runtime memory (default 512MiB)")->type_name("SIZE");
   cmd->add_option("--pcie", args->pcie, "Host-to-GPU bandwidth per second for the streaming plan (default 25GB)");
+  cmd->add_option("--engine", args->engine,
+                  "Whose rules: llama.cpp[@BUILD], ollama[@VERSION] or vllm[@VERSION] (default: the newest llama.cpp)");
+  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
+                  "vllm: the share of the GPU vLLM may use (default 0.9)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option(
+         "--token-budget", args->max_num_batched_tokens,
+         "vllm: tokens of one forward, vLLM's max_num_batched_tokens (default: vLLM's for the version and GPU)")
+      ->check(kPositiveInteger);
+  cmd->add_option("--max-seqs", args->max_num_seqs, "vllm: sequences at once, vLLM's max_num_seqs (default: vLLM's)")
+      ->check(kPositiveInteger);
+  cmd->add_option("--block-tokens", args->block_size, "vllm: tokens per KV block, vLLM's block_size (default 16)")
+      ->check(kPositiveInteger);
+  cmd->add_flag("--enforce-eager", args->enforce_eager, "vllm: no CUDA graphs");
+  cmd->add_option("--non-torch", args->non_torch,
+                  "vllm: memory outside PyTorch, as vLLM's log printed it on this machine (default 200MiB, "
+                  "500MiB over several GPUs)")
+      ->type_name("SIZE");
+  cmd->add_option("--concurrency", args->concurrency,
+                  "vllm: requests of --context tokens to serve at once; answers the utilization and context that fit")
+      ->check(kPositiveInteger);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/llm.md)");
   return [args]() {
+    const llm::EngineRules engine = llm::engine_rules(args->engine);
+    if (engine.kind == llm::EngineKind::kVllm) {
+      require_flag("--gpu", args->gpu, "the memory of one GPU, e.g. 80GiB");
+      llm::VllmRequest v;
+      v.gpu_bytes = parse_memory_flag("--gpu", args->gpu);
+      v.tensor_parallel = args->gpus;
+      v.gpu_memory_utilization = args->gpu_memory_utilization;
+      v.max_model_len = args->context;
+      v.max_num_batched_tokens = args->max_num_batched_tokens;
+      v.max_num_seqs = args->max_num_seqs;
+      v.block_size = args->block_size;
+      v.enforce_eager = args->enforce_eager;
+      v.target_concurrency = args->concurrency;
+      if (!args->non_torch.empty()) v.non_torch_bytes = parse_memory_flag("--non-torch", args->non_torch, true);
+      if (args->kv_dtype == "fp8") v.kv_bytes_per_value = 1;
+      const llm::LlmModel model = llm::load_llm_model(args->model);
+      const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
+      if (args->json) {
+        std::fputs((vllm_to_json(model, sizing).dump(2) + "\n").c_str(), stdout);
+      } else {
+        std::fputs(render_vllm_text(model, sizing).c_str(), stdout);
+      }
+      return sizing.fits ? kExitOk : kExitDoesNotFit;
+    }
     llm::LlmRequest r;
     r.context = args->context;
     r.batch = args->batch;
@@ -58,6 +110,7 @@ Action add_llm_command(CLI::App& app) {
     if (!pcie || *pcie == 0)
       throw InputError("--pcie: '" + args->pcie + "' is not a byte count per second, e.g. 25GB or 12GiB");
     r.pcie_bytes_per_second = static_cast<double>(*pcie);
+    r.engine = engine;
     const llm::LlmPlan plan = llm::plan_llm(llm::load_llm_model(args->model), r);
     if (args->json) {
       std::fputs((llm_to_json(plan).dump(2) + "\n").c_str(), stdout);

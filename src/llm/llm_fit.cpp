@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/error.h"
+#include "gpumem/llm/ollama_estimate.h"
 #include "gpumem/weights/gguf.h"
 #include "gpumem/weights/quantize_file.h"
 #include "llm/model_sources.h"
@@ -63,20 +64,47 @@ class Sizer {
   uint64_t embedding() const { return embedding_bytes_; }
   uint64_t output() const { return output_bytes_ + tied_output_bytes_; }
 
+  bool ollama() const { return r_.engine.kind == EngineKind::kOllama; }
+  uint64_t padding() const { return r_.flash_attention ? r_.engine.ctx_padding : r_.engine.ctx_padding_no_flash; }
+
   KvCache kv(uint64_t context, uint64_t batch, uint32_t first = 0, uint32_t end = ~0u) const {
-    return kv_cache(m_, kv_, context, batch, first, end, r_.ubatch);
+    if (ollama()) {
+      // ollama's own figure: every layer's cells unpadded, priced per value.
+      const OllamaEstimate e = ollama_estimate(m_, context, r_.ubatch, batch, kv_.k.name);
+      KvCache kv;
+      kv.cells = context * batch;
+      kv.window_cells = kv.cells;
+      for (uint32_t i = first; i < std::min(end, m_.n_layer); ++i) kv.bytes += e.kv_per_layer[i];
+      kv.k_bytes = kv.bytes / 2;
+      kv.v_bytes = kv.bytes - kv.k_bytes;
+      kv.bytes_per_token = kv_cache(m_, kv_, 1).bytes_per_token;
+      return kv;
+    }
+    return kv_cache(m_, kv_, context, batch, first, end, r_.ubatch, {padding(), r_.engine.window_cache});
   }
   // llama.cpp reserves for min(n_ctx, n_ubatch) tokens against every cell.
   ForwardShape forward_shape(uint64_t context, uint64_t batch) const {
     ForwardShape s;
-    s.kv_tokens = kv_cells(context, batch);
+    s.kv_tokens = kv_cells(context, batch, padding());
+    s.graph = r_.engine.graph;
     s.tokens = std::min(r_.ubatch, context * batch);
     s.flash_attention = r_.flash_attention;
     s.k_quantized = kv_.k.quantized();
     s.v_quantized = kv_.v.quantized();
     return s;
   }
-  ForwardPeak forward(uint64_t context, uint64_t batch, uint32_t tp = 1, bool with_output = true) const {
+  ForwardPeak forward(uint64_t context, uint64_t batch, uint32_t tp = 1, bool with_output = true,
+                      bool partial_offload = false) const {
+    if (ollama()) {
+      const OllamaEstimate e = ollama_estimate(m_, context, r_.ubatch, batch, kv_.k.name);
+      if (partial_offload)
+        return {e.graph_partial_bytes,
+                "ollama graph, partial offload",
+                {{"graph", "ollama's " + e.formula + " partial-offload formula", e.graph_partial_bytes}}};
+      const auto top = std::max_element(e.full_terms.begin(), e.full_terms.end(),
+                                        [](const ForwardTerm& a, const ForwardTerm& b) { return a.bytes < b.bytes; });
+      return {e.graph_full_bytes, "ollama graph (" + e.formula + "): " + top->name, e.full_terms};
+    }
     ForwardShape s = forward_shape(context, batch);
     s.tensor_parallel = tp;
     s.with_output = with_output;
@@ -135,7 +163,7 @@ class Sizer {
     for (uint32_t i = first; i < m_.n_layer; ++i) o.gpu.weights_bytes += layer_bytes_[i];
     if (gpu_layers == m_.n_layer) o.gpu.weights_bytes += output();
     o.gpu.kv_bytes = kv(context, batch, first, m_.n_layer).bytes;
-    o.gpu.activation_bytes = forward(context, batch).bytes;
+    o.gpu.activation_bytes = forward(context, batch, 1, true, gpu_layers < m_.n_layer).bytes;
     o.gpu.overhead_bytes = r_.overhead_bytes;
     const uint64_t all = weights() + tied_output_bytes_ + kv(context, batch).bytes;
     o.host_bytes = all - o.gpu.weights_bytes - o.gpu.kv_bytes;

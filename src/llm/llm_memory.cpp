@@ -43,19 +43,20 @@ uint64_t row_bytes(const KvType& t, uint64_t values, const char* what) {
   return values / t.block_values * t.block_bytes;
 }
 
-uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 KvCache kv_cache(const LlmModel& m, const KvTypes& types, uint64_t tokens, uint64_t sequences, uint32_t first_layer,
-                 uint32_t end_layer, uint64_t ubatch) {
+                 uint32_t end_layer, uint64_t ubatch, const KvLayout& layout) {
   KvCache kv;
   const uint64_t k_row = row_bytes(types.k, uint64_t{m.n_head_kv} * m.head_dim_k, "K");
   const uint64_t v_row = row_bytes(types.v, uint64_t{m.n_head_kv} * m.head_dim_v, "V");
-  kv.cells = kv_cells(tokens, sequences);
+  kv.cells = kv_cells(tokens, sequences, layout.cell_padding);
   // llama.cpp's windowed layers have a cache of their own (llama-kv-cache-iswa.cpp):
   // the window for every sequence plus one ubatch, padded, at most the whole cache.
-  kv.window_cells = std::min(kv.cells, kv_cells(m.sliding_window * sequences + ubatch, 1));
+  // Before it, they kept every cell.
+  kv.window_cells = layout.window_cache
+                        ? std::min(kv.cells, kv_cells(m.sliding_window * sequences + ubatch, 1, layout.cell_padding))
+                        : kv.cells;
   for (uint32_t i = first_layer; i < std::min(end_layer, m.n_layer); ++i) {
     const bool windowed = m.layer_is_windowed(i);
     const uint64_t kept = windowed ? kv.window_cells : kv.cells;
@@ -83,7 +84,9 @@ struct Stage {
 // `halves` / 2 tensors of `width` f32 values per token: how many of them
 // are alive at once is what the allocator's placement gives, fitted to
 // llama.cpp's compute buffers (tests/data/llm/README.md).
-ForwardTerm wide(const std::string& name, uint64_t halves, uint64_t width, const std::string& what, uint64_t tokens) {
+ForwardTerm wide(const std::string& name, int64_t signed_halves, uint64_t width, const std::string& what,
+                 uint64_t tokens) {
+  const uint64_t halves = static_cast<uint64_t>(std::max<int64_t>(0, signed_halves));
   const std::string count = halves % 2 ? fmt::format("{}.5", halves / 2) : fmt::format("{}", halves / 2);
   return {name, fmt::format("{} x {} x {} tokens x 4 B", count, what, tokens), halves * width * tokens * 2};
 }
@@ -104,7 +107,7 @@ ForwardPeak forward_peak(const LlmModel& m, const ForwardShape& s) {
   // head_dim x head_dim f32 matrix per rotated cache, an input of the graph.
   std::vector<ForwardTerm> rotations;
   for (const auto& [quantized, which] : {std::pair{s.k_quantized, "K"}, std::pair{s.v_quantized, "V"}}) {
-    if (quantized) {
+    if (quantized && s.graph.rotated_quantized_cache) {
       rotations.push_back({fmt::format("{} rotation", which), fmt::format("{0} x {0} x 4 B", m.head_dim_k),
                            m.head_dim_k * m.head_dim_k * 4});
     }
@@ -127,20 +130,25 @@ ForwardPeak forward_peak(const LlmModel& m, const ForwardShape& s) {
         stage("attention",
               {{"attention scores (KQ)", fmt::format("{} cached x {} tokens x {} heads x 4 B", C, T, H), C * T * H * 4},
                {"attention mask", fmt::format("{} cached x {} tokens x 4 B", C, T), C * T * 4},
-               wide("residual, normed input, Q, roped Q, output", s.k_quantized ? 8 : 10, E, embd, T),
+               wide("residual, normed input, Q, roped Q, output",
+                    (s.k_quantized ? 8 : 10) + s.graph.attention_halves_delta, E, embd, T),
                wide("K and V", 4, E_kv, fmt::format("{} KV width", E_kv), T)}));
   }
   // The feed-forward: gate, up and their product, the mask still held, and
   // the embedding-wide tensors around them.
-  const uint64_t ffn_halves = !s.flash_attention ? 10 : s.v_quantized ? 7 : 8;
-  stages.push_back(stage("feed-forward", {wide("FFN gate, up and gate x up", 6, F, fmt::format("{} ff", F), T),
+  const int ffn_halves = (!s.flash_attention ? 10 : s.v_quantized ? 7 : 8) + s.graph.ffn_embd_halves_delta;
+  stages.push_back(stage("feed-forward", {wide("FFN gate, up and gate x up", 6 + s.graph.ffn_ff_halves_delta, F,
+                                               fmt::format("{} ff", F), T),
                                           wide("residual and embedding-wide tensors", ffn_halves, E, embd, T), mask}));
   if (s.with_output) {
     // The logits of every token (llama.cpp reserves for all n_ubatch outputs)
-    // and the tensors around the final norm: 2 to 3 embedding-wide ones
-    // depending on where the allocator placed them, 2.5 taken.
+    // and the tensors around the final norm: two embedding-wide ones (one
+    // in releases before b8095). Where flash attention reads a quantized
+    // cache, llama.cpp's buffer holds 0 to 1 more depending on the context
+    // (tests/data/llm/llama_cpp_buffers.json): half of one is taken.
+    const uint64_t halves = s.graph.output_halves + (s.flash_attention && (s.k_quantized || s.v_quantized) ? 1 : 0);
     stages.push_back(stage("output", {{"logits", fmt::format("{} vocab x {} tokens x 4 B", V, T), V * T * 4},
-                                      wide("residual and final norm", 5, E, embd, T)}));
+                                      wide("residual and final norm", halves, E, embd, T)}));
   }
   const auto top = std::max_element(stages.begin(), stages.end(),
                                     [](const Stage& a, const Stage& b) { return a.bytes() < b.bytes(); });

@@ -52,6 +52,37 @@ std::string gpu_line(const GpuMemory& g) {
                      g.other_bytes ? " + staging " + format_bytes(g.other_bytes) : "", format_bytes(g.total()));
 }
 
+using json = nlohmann::ordered_json;
+
+json model_json(const llm::LlmModel& m) {
+  return json{{"source", m.source},
+              {"format", m.format},
+              {"architecture", m.architecture},
+              {"layers", m.n_layer},
+              {"embedding", m.n_embd},
+              {"heads", m.n_head},
+              {"kv_heads", m.n_head_kv},
+              {"head_dim_k", m.head_dim_k},
+              {"head_dim_v", m.head_dim_v},
+              {"feed_forward", m.n_ff},
+              {"vocab", m.n_vocab},
+              {"training_context", m.n_ctx_train},
+              {"sliding_window", m.sliding_window},
+              {"window_rule", m.window_rule},
+              {"tied_embeddings", m.tied_embeddings},
+              {"parameters", m.parameters()},
+              {"weight_dtype", m.weight_dtype}};
+}
+
+json engine_json(const llm::EngineRules& e) {
+  return {
+      {"name", e.name}, {"version", e.version}, {"releases", e.releases}, {"changes", e.changes}, {"source", e.source}};
+}
+
+std::string engine_line(const llm::EngineRules& e) {
+  return fmt::format("Engine      {} {}: the rules of {}", e.name, e.version, e.releases);
+}
+
 }  // namespace
 
 std::string render_llm_text(const LlmPlan& p) {
@@ -73,6 +104,7 @@ std::string render_llm_text(const LlmPlan& p) {
   line(fmt::format("Request     {} tokens x {} sequence{}, forwards of {} tokens, KV {}, flash attention {}, {} x {}",
                    format_count(p.context), r.batch, r.batch == 1 ? "" : "s", r.ubatch, kv_name(p.kv_types),
                    r.flash_attention ? "on" : "off", r.gpus, format_bytes(r.gpu_bytes)));
+  line(engine_line(r.engine));
   if (m.n_ctx_train != 0 && p.context > m.n_ctx_train) {
     line(fmt::format("Note        {} tokens is past the {} the model was trained at", format_count(p.context),
                      format_count(m.n_ctx_train)));
@@ -82,8 +114,9 @@ std::string render_llm_text(const LlmPlan& p) {
                    format_count(m.parameters()), by_dtype(m)));
   line(fmt::format("KV cache    {:>11}  {} per token = {}", format_bytes(p.kv.bytes),
                    format_bytes(p.kv.bytes_per_token), kv_formula(p)));
-  line(fmt::format("                         x {} cells ({} tokens x {} sequence{}, in cells of 256){}",
+  line(fmt::format("                         x {} cells ({} tokens x {} sequence{}, in cells of {}){}",
                    format_count(p.kv.cells), format_count(p.context), r.batch, r.batch == 1 ? "" : "s",
+                   r.flash_attention ? r.engine.ctx_padding : r.engine.ctx_padding_no_flash,
                    p.kv.windowed_layers
                        ? fmt::format("; {} windowed layers hold {} cells (window x sequences + {} tokens of forward)",
                                      p.kv.windowed_layers, format_count(p.kv.window_cells), r.ubatch)
@@ -163,23 +196,8 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
   };
   json doc;
   doc["schema_version"] = kLlmSchemaVersion;
-  doc["model"] = {{"source", m.source},
-                  {"format", m.format},
-                  {"architecture", m.architecture},
-                  {"layers", m.n_layer},
-                  {"embedding", m.n_embd},
-                  {"heads", m.n_head},
-                  {"kv_heads", m.n_head_kv},
-                  {"head_dim_k", m.head_dim_k},
-                  {"head_dim_v", m.head_dim_v},
-                  {"feed_forward", m.n_ff},
-                  {"vocab", m.n_vocab},
-                  {"training_context", m.n_ctx_train},
-                  {"sliding_window", m.sliding_window},
-                  {"window_rule", m.window_rule},
-                  {"tied_embeddings", m.tied_embeddings},
-                  {"parameters", m.parameters()},
-                  {"weight_dtype", m.weight_dtype}};
+  doc["engine"] = engine_json(r.engine);
+  doc["model"] = model_json(m);
   doc["request"] = {{"context", p.context},
                     {"batch", r.batch},
                     {"ubatch", r.ubatch},
@@ -238,6 +256,105 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
   } else {
     doc["multi_gpu"] = nullptr;
   }
+  return doc;
+}
+
+std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
+  const auto& r = v.request;
+  std::string out;
+  auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
+  const auto signed_bytes = [](int64_t b) {
+    return b < 0 ? "-" + format_bytes(static_cast<uint64_t>(-b)) : format_bytes(static_cast<uint64_t>(b));
+  };
+  line(fmt::format("Model       {} ({}, {})", m.source, m.format, m.architecture));
+  line(fmt::format("            {} layers, {} embd, {} heads ({} KV heads x {} dims), {} ff, {} vocab, {}", m.n_layer,
+                   m.n_embd, m.n_head, m.n_head_kv, m.head_dim_k, m.n_ff, format_count(m.n_vocab), m.weight_dtype));
+  line(
+      fmt::format("Request     max_model_len {}, {} GPU{} x {}, gpu_memory_utilization {:.2f}, "
+                  "max_num_batched_tokens {}, max_num_seqs {}, block_size {}{}",
+                  format_count(r.max_model_len), r.tensor_parallel, r.tensor_parallel == 1 ? "" : "s",
+                  format_bytes(r.gpu_bytes), r.gpu_memory_utilization, r.max_num_batched_tokens, r.max_num_seqs,
+                  r.block_size, r.enforce_eager ? ", enforce_eager" : ""));
+  line(engine_line(v.rules));
+  line();
+  line(fmt::format("Budget      {:>11}  {} x {:.2f}", format_bytes(v.budget_bytes), format_bytes(r.gpu_bytes),
+                   r.gpu_memory_utilization));
+  line(fmt::format("Weights     {:>11}  per GPU, with the rotary cache of {} positions", format_bytes(v.weights_bytes),
+                   format_count(m.n_ctx_train)));
+  line(fmt::format("Activations {:>11}  the profile run's peak, at the {}: {}", format_bytes(v.activation_bytes),
+                   v.activation_stage, v.activation_formula));
+  line(fmt::format("Non-torch   {:>11}  cuBLAS and backend buffers{}", format_bytes(v.non_torch_bytes),
+                   r.tensor_parallel > 1 ? ", NCCL" : ""));
+  if (v.cuda_graph_in_budget)
+    line(fmt::format("CUDA graphs {:>11}  estimated, taken from the budget", format_bytes(v.cuda_graph_bytes)));
+  line(fmt::format("KV cache    {:>11}  what is left: {} blocks of {} tokens ({} a block and layer)",
+                   signed_bytes(v.kv_cache_bytes), format_count(v.num_gpu_blocks), r.block_size,
+                   format_bytes(v.page_bytes)));
+  line();
+  // The line each engine prints: V0 counts blocks, V1 tokens.
+  if (v.rules.vllm_v1)
+    line(fmt::format("GPU KV cache size: {} tokens", format_count(v.kv_tokens)));
+  else
+    line(fmt::format("# GPU blocks: {} ({} tokens)", v.num_gpu_blocks, format_count(v.kv_tokens)));
+  line(fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x", format_count(r.max_model_len),
+                   v.max_concurrency));
+  if (!v.fits) {
+    line(fmt::format("DOES NOT FIT: vLLM refuses to start; the longest max_model_len that fits is {}",
+                     format_count(v.max_model_len_that_fits)));
+  }
+  if (!v.cuda_graph_in_budget && v.cuda_graph_bytes > 0) {
+    line(
+        fmt::format("CUDA graphs {} (estimated) are captured after the KV cache, outside the budget: {} left on the "
+                    "GPU after them and the CUDA context{}",
+                    format_bytes(v.cuda_graph_bytes), signed_bytes(v.headroom_bytes),
+                    v.headroom_bytes < 0 ? ": capture would run out of memory; lower gpu_memory_utilization or "
+                                           "use --enforce-eager"
+                                         : ""));
+  }
+  if (r.target_concurrency != 0) {
+    line(
+        fmt::format("For {} requests of {} tokens at once (--max-seqs {}): gpu_memory_utilization {:.3f}{}; at {:.2f}, "
+                    "max_model_len {}",
+                    r.target_concurrency, format_count(r.max_model_len), r.target_concurrency, v.utilization_for_target,
+                    v.utilization_for_target > 1 ? " (more than the GPU: use more GPUs or a shorter context)" : "",
+                    r.gpu_memory_utilization, format_count(v.max_model_len_for_target)));
+  }
+  return out;
+}
+
+nlohmann::ordered_json vllm_to_json(const llm::LlmModel& m, const llm::VllmSizing& v) {
+  const auto& r = v.request;
+  json doc;
+  doc["schema_version"] = kLlmSchemaVersion;
+  doc["engine"] = engine_json(v.rules);
+  doc["model"] = model_json(m);
+  doc["request"] = {{"max_model_len", r.max_model_len},
+                    {"gpu_bytes", r.gpu_bytes},
+                    {"gpus", r.tensor_parallel},
+                    {"gpu_memory_utilization", r.gpu_memory_utilization},
+                    {"max_num_batched_tokens", r.max_num_batched_tokens},
+                    {"max_num_seqs", r.max_num_seqs},
+                    {"block_size", r.block_size},
+                    {"enforce_eager", r.enforce_eager},
+                    {"target_concurrency", r.target_concurrency}};
+  doc["fits"] = v.fits;
+  doc["budget_bytes"] = v.budget_bytes;
+  doc["weights_bytes"] = v.weights_bytes;
+  doc["activation_bytes"] = v.activation_bytes;
+  doc["activation"] = {{"stage", v.activation_stage}, {"formula", v.activation_formula}};
+  doc["non_torch_bytes"] = v.non_torch_bytes;
+  doc["cuda_graph_bytes"] = v.cuda_graph_bytes;
+  doc["cuda_graph_in_budget"] = v.cuda_graph_in_budget;
+  doc["kv_cache_bytes"] = v.kv_cache_bytes;
+  doc["page_bytes"] = v.page_bytes;
+  doc["num_gpu_blocks"] = v.num_gpu_blocks;
+  doc["kv_tokens"] = v.kv_tokens;
+  doc["layer_blocks_per_request"] = v.blocks_per_request;
+  doc["max_concurrency"] = v.max_concurrency;
+  doc["max_model_len_that_fits"] = v.max_model_len_that_fits;
+  doc["headroom_bytes"] = v.headroom_bytes;
+  doc["utilization_for_target"] = r.target_concurrency ? json(v.utilization_for_target) : json(nullptr);
+  doc["max_model_len_for_target"] = r.target_concurrency ? json(v.max_model_len_for_target) : json(nullptr);
   return doc;
 }
 

@@ -86,6 +86,9 @@ TEST(LlamaCppBuffers, ActivationsWithinFivePercentOfLlamaCppsComputeBuffer) {
     SCOPED_TRACE(run["shape"]["name"].get<std::string>() + " " + run["context_params"].dump());
     EXPECT_LE(std::abs(error), 0.05) << "gpumem " << p.forward.bytes << " B at " << p.forward.stage << ", llama.cpp "
                                      << theirs << " B";
+    if (std::getenv("GPUMEM_DEBUG_PRINT"))
+      std::printf("%s %s %+.2f%% at %s\n", run["shape"]["name"].get<std::string>().c_str(),
+                  run["context_params"].dump().c_str(), 100 * error, p.forward.stage.c_str());
     errors.push_back(std::abs(error));
     if (std::abs(error) > std::abs(worst)) {
       worst = error;

@@ -9,6 +9,9 @@
 
 namespace gpumem {
 
+// a / b rounded up: whole blocks, pages or cells holding `a` things.
+constexpr uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
 // "0 B", "512 B", "1.50 KiB", "97.66 MiB", "1.00 GiB": three significant
 // decimals are enough to compare; exact figures belong in JSON.
 std::string format_bytes(uint64_t bytes);

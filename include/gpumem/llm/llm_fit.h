@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpumem/common/device_overhead.h"
+#include "gpumem/llm/engines.h"
 #include "gpumem/llm/llm_memory.h"
 #include "gpumem/llm/llm_model.h"
 
@@ -34,6 +35,7 @@ struct LlmRequest {
   bool flash_attention = true;
   uint64_t overhead_bytes = kDefaultOverheadBytes;
   double pcie_bytes_per_second = kDefaultPcieBytesPerSecond;
+  EngineRules engine;  // the newest llama.cpp's unless --engine says otherwise
 };
 
 // What one GPU holds under a placement.

@@ -44,8 +44,8 @@ KvTypes kv_types(const std::string& spec);
 // n_ctx up to a multiple of 256).
 inline constexpr uint64_t kKvCellPadding = 256;
 // Cells a whole-context layer holds for `sequences` of `tokens` tokens.
-inline uint64_t kv_cells(uint64_t tokens, uint64_t sequences) {
-  return (tokens * sequences + kKvCellPadding - 1) / kKvCellPadding * kKvCellPadding;
+inline uint64_t kv_cells(uint64_t tokens, uint64_t sequences, uint64_t padding = kKvCellPadding) {
+  return (tokens * sequences + padding - 1) / padding * padding;
 }
 
 struct KvCache {
@@ -62,8 +62,16 @@ struct KvCache {
 // separate cache for them, window x sequences + ubatch cells, rounded up the
 // same way, and never more than a whole-context layer. Throws InputError
 // when a row is not a whole number of the type's blocks.
+//
+// Older llama.cpp releases pad differently and keep one cache for every
+// layer (`layout`, from llm/engines.h).
+struct KvLayout {
+  uint64_t cell_padding = kKvCellPadding;
+  bool window_cache = true;  // windowed layers in a cache of their own (llama.cpp's iSWA)
+};
 KvCache kv_cache(const LlmModel& m, const KvTypes& types, uint64_t tokens, uint64_t sequences = 1,
-                 uint32_t first_layer = 0, uint32_t end_layer = ~0u, uint64_t ubatch = 512);
+                 uint32_t first_layer = 0, uint32_t end_layer = ~0u, uint64_t ubatch = 512,
+                 const KvLayout& layout = {});
 
 // One term of a forward's live set.
 struct ForwardTerm {
@@ -78,6 +86,19 @@ struct ForwardPeak {
   std::vector<ForwardTerm> terms;
 };
 
+// What differs between llama.cpp releases in the compute buffer
+// (llm/engines.h; measured per release, tests/data/llm/llama_cpp_versions.json):
+// how many embedding- or feed-forward-wide f32 tensors (in halves) the
+// allocator keeps alive at each stage, against the newest release's, and
+// whether a quantized cache is rotated.
+struct GraphRules {
+  uint32_t output_halves = 4;           // embedding-wide tensors x 1/2 beside the logits
+  int attention_halves_delta = 0;       // embedding-wide, beside the scores (without flash attention)
+  int ffn_ff_halves_delta = 0;          // feed-forward-wide, in the feed-forward
+  int ffn_embd_halves_delta = 0;        // embedding-wide, in the feed-forward
+  bool rotated_quantized_cache = true;  // a quantized K or V is read through a Hadamard rotation
+};
+
 struct ForwardShape {
   uint64_t tokens = 512;   // tokens in one forward: min(context, n_ubatch)
   uint64_t kv_tokens = 0;  // cache cells attended to (the whole cache, as llama.cpp reserves)
@@ -86,6 +107,7 @@ struct ForwardShape {
   bool v_quantized = false;
   uint32_t tensor_parallel = 1;  // heads, KV heads, the feed-forward and the vocabulary split this many ways
   bool with_output = true;       // false for a pipeline stage without the output layer
+  GraphRules graph;              // the release's (the newest by default)
 };
 
 // The peak of one forward's activations and workspace (f32, as llama.cpp

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumem/llm/llm_fit.h"
+#include "gpumem/llm/vllm_sizing.h"
 
 namespace gpumem {
 
@@ -14,5 +15,10 @@ inline constexpr int kLlmSchemaVersion = 1;
 
 std::string render_llm_text(const llm::LlmPlan& plan);
 nlohmann::ordered_json llm_to_json(const llm::LlmPlan& plan);
+
+// `gpumem llm --engine vllm`: what vLLM will print at start-up, and the
+// answers in its terms (blocks, tokens, concurrency).
+std::string render_vllm_text(const llm::LlmModel& model, const llm::VllmSizing& sizing);
+nlohmann::ordered_json vllm_to_json(const llm::LlmModel& model, const llm::VllmSizing& sizing);
 
 }  // namespace gpumem
