@@ -281,7 +281,7 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
                    r.gpu_memory_utilization));
   line(fmt::format("Weights     {:>11}  per GPU, with the rotary cache of {} positions", format_bytes(v.weights_bytes),
                    format_count(m.n_ctx_train)));
-  line(fmt::format("Activations {:>11}  the profile run's peak, at the {}: {}", format_bytes(v.activation_bytes),
+  line(fmt::format("Activations {:>11}  the profile run's peak ({}): {}", format_bytes(v.activation_bytes),
                    v.activation_stage, v.activation_formula));
   line(fmt::format("Non-torch   {:>11}  cuBLAS and backend buffers{}", format_bytes(v.non_torch_bytes),
                    r.tensor_parallel > 1 ? ", NCCL" : ""));
