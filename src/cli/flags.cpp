@@ -68,6 +68,14 @@ CLI::Option* add_gpu_memory_option(CLI::App& cmd, std::string& value, const std:
   return gpu;
 }
 
+void add_engine_options(CLI::App& cmd, std::string& engine, double& gpu_memory_utilization) {
+  cmd.add_option("--engine", engine,
+                 "Whose rules: llama.cpp[@BUILD], ollama[@VERSION] or vllm[@VERSION] (default: the newest llama.cpp)");
+  cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                 "vllm: the share of the GPU vLLM may use (default 0.9)")
+      ->check(CLI::Range(0.0, 1.0));
+}
+
 CLI::Option* add_output_option(CLI::App& cmd, std::string& path, const std::string& description) {
   CLI::Option* output = cmd.add_option("-o,--output", path, description)->type_name("FILE");
   add_renamed_flag(cmd, "--out", "-o/--output", path);

@@ -29,6 +29,10 @@ namespace gpumem::cli {
 // one prints a one-line note naming the new flag.
 CLI::Option* add_gpu_memory_option(CLI::App& cmd, std::string& value, const std::string& description);
 CLI::Option* add_output_option(CLI::App& cmd, std::string& path, const std::string& description);
+// Whose rules size a language model's memory (`--engine`, llm/engines.h)
+// and vLLM's share of the GPU (`--gpu-memory-utilization`): the same two
+// flags for `llm` and `serve-sim`.
+void add_engine_options(CLI::App& cmd, std::string& engine, double& gpu_memory_utilization);
 
 // A hidden old name for `new_name`: it sets `value` and notes the change.
 CLI::Option* add_renamed_flag(CLI::App& cmd, const std::string& old_name, const std::string& new_name,

@@ -48,11 +48,7 @@ Action add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--overhead", args->overhead, "CUDA context and runtime memory (default 512MiB)")->type_name("SIZE");
   cmd->add_option("--pcie", args->pcie, "Host-to-GPU bandwidth per second for the streaming plan (default 25GB)");
-  cmd->add_option("--engine", args->engine,
-                  "Whose rules: llama.cpp[@BUILD], ollama[@VERSION] or vllm[@VERSION] (default: the newest llama.cpp)");
-  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
-                  "vllm: the share of the GPU vLLM may use (default 0.9)")
-      ->check(CLI::Range(0.0, 1.0));
+  add_engine_options(*cmd, args->engine, args->gpu_memory_utilization);
   cmd->add_option(
          "--token-budget", args->max_num_batched_tokens,
          "vllm: tokens of one forward, vLLM's max_num_batched_tokens (default: vLLM's for the version and GPU)")

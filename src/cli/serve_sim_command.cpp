@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,9 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
+#include "gpumem/llm/engines.h"
 #include "gpumem/llm/llm_model.h"
+#include "gpumem/llm/vllm_sizing.h"
 #include "gpumem/report/serve_report.h"
 #include "gpumem/serve/request_trace.h"
 #include "gpumem/serve/trace_generator.h"
@@ -47,7 +50,8 @@ Action add_serve_sim_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve-sim", "Serve a request trace under each KV-cache policy in simulated time: utilisation, waste, latency");
   struct Args {
-    std::string model, gpu, requests, overhead, quant, kv_dtype = "f16";
+    std::string model, gpu, requests, overhead, quant, kv_dtype = "f16", engine = "llama.cpp";
+    double gpu_memory_utilization = 0.9;
     std::vector<std::string> policies;
     uint32_t max_model_len = 4096, block_tokens = 16, token_budget = 2048, max_seqs = 256;
     bool no_prefix_cache = false, json = false;
@@ -73,6 +77,7 @@ Action add_serve_sim_command(CLI::App& app) {
   cmd->add_option("--max-seqs", args->max_seqs, "Running sequences per step")->check(kPositiveInteger);
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Turn the paged policies' prefix cache off");
   cmd->add_option("--quant", args->quant, "Price the weights as gpumem quantize --type would write them");
+  add_engine_options(*cmd, args->engine, args->gpu_memory_utilization);
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache element type: f16, bf16, f32, q8_0, q4_0, fp8");
   cmd->add_option("--overhead", args->overhead, "CUDA context and runtime memory (default 512MiB)")->type_name("SIZE");
   cmd->add_option("--flops", args->flops, "Effective FLOP/s of the GPU (default 494.5e12: half an H100's BF16)");
@@ -127,7 +132,22 @@ Action add_serve_sim_command(CLI::App& app) {
     time.step_overhead_s = positive_rate("--step-overhead", args->step_overhead, false, true);
 
     const auto requests = serve::read_request_trace(args->requests, config.max_model_len);
-    const serve::ServeSetup setup = serve::serve_setup(llm::load_llm_model(args->model), r, config, time);
+    r.engine = llm::engine_rules(args->engine);
+    const llm::LlmModel model = llm::load_llm_model(args->model);
+    std::optional<llm::VllmSizing> vllm;
+    if (r.engine.kind == llm::EngineKind::kVllm) {
+      // The pool vLLM itself would make for these settings.
+      llm::VllmRequest v;
+      v.gpu_bytes = r.gpu_bytes;
+      v.gpu_memory_utilization = args->gpu_memory_utilization;
+      v.max_model_len = config.max_model_len;
+      v.max_num_batched_tokens = config.token_budget;
+      v.max_num_seqs = config.max_sequences;
+      v.block_size = config.block_tokens;
+      if (args->kv_dtype == "fp8") v.kv_bytes_per_value = 1;
+      vllm = llm::size_vllm(model, v, r.engine);
+    }
+    const serve::ServeSetup setup = serve::serve_setup(model, r, config, time, vllm ? &*vllm : nullptr);
     const serve::ServeSimulation sim = serve::simulate_all(setup, policies, requests);
     if (args->json) {
       std::fputs((serve_to_json(sim).dump(2) + "\n").c_str(), stdout);

@@ -27,6 +27,7 @@ std::string render_serve_text(const serve::ServeSimulation& sim) {
   const auto& s = sim.setup;
   std::string out;
   out += fmt::format("Model       {}\n", s.model_source);
+  out += fmt::format("Engine      {}\n", s.engine);
   out += fmt::format("GPU         {}: weights {} + activations {} + overhead {}, KV cache {}\n",
                      format_bytes(s.gpu_bytes), format_bytes(s.weights_bytes), format_bytes(s.activation_bytes),
                      format_bytes(s.overhead_bytes), format_bytes(s.kv_budget_bytes));
@@ -62,6 +63,7 @@ nlohmann::ordered_json serve_to_json(const serve::ServeSimulation& sim) {
   nlohmann::ordered_json j;
   j["schema_version"] = kServeSchemaVersion;
   j["model"] = s.model_source;
+  j["engine"] = s.engine;
   j["gpu_bytes"] = s.gpu_bytes;
   j["weights_bytes"] = s.weights_bytes;
   j["activation_bytes"] = s.activation_bytes;

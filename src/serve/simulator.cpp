@@ -70,7 +70,7 @@ double step_seconds(const ModelCost& cost, const TimeModel& time, const StepResu
 }
 
 ServeSetup serve_setup(const llm::LlmModel& model, const llm::LlmRequest& request, const SchedulerConfig& scheduler,
-                       const TimeModel& time) {
+                       const TimeModel& time, const llm::VllmSizing* vllm) {
   llm::LlmRequest r = request;
   r.context = scheduler.max_model_len;
   r.batch = 1;
@@ -92,6 +92,19 @@ ServeSetup serve_setup(const llm::LlmModel& model, const llm::LlmRequest& reques
         model.source, format_bytes(s.weights_bytes), format_bytes(s.activation_bytes), format_bytes(s.overhead_bytes),
         format_bytes(s.gpu_bytes)));
   s.kv_budget_bytes = s.gpu_bytes - fixed;
+  s.engine = fmt::format("{} {}", r.engine.name, r.engine.version);
+  if (vllm != nullptr) {
+    if (vllm->num_gpu_blocks == 0)
+      throw InputError(
+          fmt::format("{}: vLLM would have no KV cache blocks on a {} GPU at gpu_memory_utilization {:.2f}",
+                      model.source, format_bytes(s.gpu_bytes), vllm->request.gpu_memory_utilization));
+    s.engine = fmt::format("{} {}, gpu_memory_utilization {:.2f}: {} blocks", vllm->rules.name, vllm->rules.version,
+                           vllm->request.gpu_memory_utilization, vllm->num_gpu_blocks);
+    s.weights_bytes = vllm->weights_bytes;
+    s.activation_bytes = vllm->activation_bytes;
+    s.kv_budget_bytes = vllm->num_gpu_blocks * vllm->page_bytes * model.n_layer;
+    s.overhead_bytes = s.gpu_bytes - std::min(s.gpu_bytes, s.weights_bytes + s.activation_bytes + s.kv_budget_bytes);
+  }
   s.cost = model_cost(plan);
   s.time = time;
   s.scheduler = scheduler;

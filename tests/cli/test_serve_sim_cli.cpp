@@ -51,6 +51,28 @@ TEST(CliServeSim, TextNamesTheBudgetAndEveryPolicy) {
   EXPECT_EQ(r.out.find("contiguous"), std::string::npos) << r.out;
 }
 
+TEST(CliServeSim, UnderVllmThePoolIsTheOneGpumemLlmSizes) {
+  // The same settings in vLLM's names: max_model_len, max_num_batched_tokens,
+  // max_num_seqs, block_size.
+  const std::string settings = " --gpu 24GiB --engine vllm@0.8.5 --gpu-memory-utilization 0.85";
+  const CliRun llm =
+      run("llm " + config() + settings + " --context 4096 --token-budget 2048 --max-seqs 256 --block-tokens 16 --json");
+  ASSERT_EQ(llm.code, 0) << llm.err;
+  const CliRun sim = run("serve-sim --model " + config() + settings + " --max-model-len 4096 --requests " +
+                         example("alpaca") + " --policy vllm --json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  const auto vllm = nlohmann::json::parse(llm.out), served = nlohmann::json::parse(sim.out);
+  const uint64_t pool = served["kv_budget_bytes"];
+  EXPECT_EQ(pool, vllm["num_gpu_blocks"].get<uint64_t>() * vllm["page_bytes"].get<uint64_t>() * 32);
+  EXPECT_EQ(pool / served["kv_bytes_per_token"].get<uint64_t>(), vllm["kv_tokens"].get<uint64_t>());
+  EXPECT_NE(served["engine"].get<std::string>().find("vllm 0.8.5"), std::string::npos);
+  // The default is llama.cpp's sizing, a different pool.
+  const CliRun llama = run("serve-sim --model " + config() + " --gpu 24GiB --max-model-len 4096 --requests " +
+                           example("alpaca") + " --policy vllm --json");
+  ASSERT_EQ(llama.code, 0) << llama.err;
+  EXPECT_NE(nlohmann::json::parse(llama.out)["kv_budget_bytes"].get<uint64_t>(), pool);
+}
+
 TEST(CliServeSim, GenerateWritesTheBundledExample) {
   const CliRun r = run("serve-sim --generate bursty --count 1000");
   ASSERT_EQ(r.code, 0) << r.err;

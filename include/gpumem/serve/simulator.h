@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gpumem/llm/llm_fit.h"
+#include "gpumem/llm/vllm_sizing.h"
 #include "gpumem/serve/scheduler.h"
 
 namespace gpumem::serve {
@@ -64,6 +65,7 @@ struct PolicyRun {
 
 struct ServeSetup {
   std::string model_source;
+  std::string engine;  // whose sizing made the pool: "llama.cpp newest", "vllm 0.8.0"
   uint64_t gpu_bytes = 0;
   uint64_t weights_bytes = 0, activation_bytes = 0, overhead_bytes = 0;
   uint64_t kv_budget_bytes = 0;
@@ -76,8 +78,13 @@ struct ServeSetup {
 // The KV budget and the model's cost from plan_llm at context =
 // max_model_len, batch 1 and ubatch = the token budget. InputError when the
 // weights and one forward leave nothing for the cache.
+//
+// With `vllm` (--engine vllm), the pool is the one vLLM itself would make
+// (llm/vllm_sizing.h): num_gpu_blocks whole blocks, what its profile run
+// leaves at gpu_memory_utilization; everything else on the GPU (non-torch
+// memory, CUDA graphs, the share vLLM leaves alone) counts as overhead.
 ServeSetup serve_setup(const llm::LlmModel& model, const llm::LlmRequest& request, const SchedulerConfig& scheduler,
-                       const TimeModel& time);
+                       const TimeModel& time, const llm::VllmSizing* vllm = nullptr);
 
 // Serves `requests` (in arrival order) under one policy. InternalError-ish
 // std::runtime_error if the scheduler stops making progress.
