@@ -132,7 +132,7 @@ ForwardPeak forward_peak(const LlmModel& m, const ForwardShape& s) {
                {"attention mask", fmt::format("{} cached x {} tokens x 4 B", C, T), C * T * 4},
                wide("residual, normed input, Q, roped Q, output",
                     (s.k_quantized ? 8 : 10) + s.graph.attention_halves_delta, E, embd, T),
-               wide("K and V", 4, E_kv, fmt::format("{} KV width", E_kv), T)}));
+               wide("K and V", 4 + s.graph.attention_kv_halves_delta, E_kv, fmt::format("{} KV width", E_kv), T)}));
   }
   // The feed-forward: gate, up and their product, the mask still held, and
   // the embedding-wide tensors around them.

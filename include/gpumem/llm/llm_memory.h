@@ -94,6 +94,7 @@ struct ForwardPeak {
 struct GraphRules {
   uint32_t output_halves = 4;           // embedding-wide tensors x 1/2 beside the logits
   int attention_halves_delta = 0;       // embedding-wide, beside the scores (without flash attention)
+  int attention_kv_halves_delta = 0;    // K- and V-wide, beside the scores
   int ffn_ff_halves_delta = 0;          // feed-forward-wide, in the feed-forward
   int ffn_embd_halves_delta = 0;        // embedding-wide, in the feed-forward
   bool rotated_quantized_cache = true;  // a quantized K or V is read through a Hadamard rotation
