@@ -18,6 +18,7 @@ Action add_fit_command(CLI::App& app);
 Action add_weights_command(CLI::App& app);
 Action add_quantize_command(CLI::App& app);
 Action add_llm_command(CLI::App& app);
+Action add_finetune_command(CLI::App& app);
 Action add_serve_sim_command(CLI::App& app);
 Action add_exporter_command(CLI::App& app);
 Action add_report_command(CLI::App& app);

@@ -51,7 +51,7 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
   cmd.add_option("--precision", flags.precision,
                  std::string("fp32 | amp-fp16 | amp-bf16 | bf16") +
                      (precision_auto ? " | auto (the same as fp32: fit may change it unless --keep precision)" : "") +
-                     " (default fp32)")
+                     " (default " + flags.precision + ")")
       ->check(CLI::IsMember(precision_names));
   cmd.add_option("--device", flags.device, "cuda | cpu: the kernels' own allocations differ (default cuda)")
       ->check(CLI::IsMember({"cuda", "cpu"}));

@@ -6,13 +6,11 @@
 #include "gpumem/report/train_report.h"
 
 namespace gpumem {
-namespace {
 
 using train::Allocation;
 using train::Category;
 using train::TrainingStep;
 
-// The `top` largest allocations live at the peak, largest first.
 std::vector<const Allocation*> largest_at_peak(const TrainingStep& s, int top) {
   std::vector<const Allocation*> live;
   for (const auto& a : s.allocations) {
@@ -22,6 +20,18 @@ std::vector<const Allocation*> largest_at_peak(const TrainingStep& s, int top) {
   if (live.size() > static_cast<size_t>(std::max(top, 0))) live.resize(static_cast<size_t>(std::max(top, 0)));
   return live;
 }
+
+std::string render_largest_at_peak(const TrainingStep& s, int top) {
+  const auto largest = largest_at_peak(s, top);
+  if (largest.empty()) return "";
+  std::string out = "\nLargest tensors live at the peak\n";
+  for (const auto* a : largest) {
+    out += fmt::format("  {:>12}  {:<18} {}  ({})\n", format_bytes(a->bytes), to_string(a->category), a->tensor, a->op);
+  }
+  return out;
+}
+
+namespace {
 
 std::string settings(const train::TrainOptions& o) {
   return fmt::format("{}, {}, loss {}, grads {}, {} step, device {}{}", to_string(o.optimizer), to_string(o.precision),
@@ -83,14 +93,7 @@ std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& 
     line(fmt::format("  {:<10}{:>12}  {:>12}", to_string(phase), format_bytes(s.allocated_in_phase[p]),
                      format_bytes(s.peak_in_phase[p])));
   }
-  const auto largest = largest_at_peak(s, top);
-  if (!largest.empty()) {
-    line();
-    line("Largest tensors live at the peak");
-    for (const auto* a : largest) {
-      line(fmt::format("  {:>12}  {:<18} {}  ({})", format_bytes(a->bytes), to_string(a->category), a->tensor, a->op));
-    }
-  }
+  out += render_largest_at_peak(s, top);
   if (!s.assumptions.empty()) {
     line();
     line(fmt::format("Assumptions: {} op(s) without a rule, counted conservatively:", s.assumptions.size()));

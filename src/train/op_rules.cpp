@@ -187,6 +187,78 @@ OpRule rule_for(const Op& op, const StepGraph& g, Device device, bool input_dies
     r.grads = first_input_grad(g, op, Grad::kAllocated);
     return r;
   }
+  // The ops a decoder's step graph (decoder_step.cpp) names as PyTorch
+  // runs them, not as an ONNX export decomposes them.
+  if (k == "rsqrt") {
+    r.source = "derivatives.yaml: rsqrt -> -0.5 * grad * result.pow(3)";
+    r.saved_output = true;
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "silu") {
+    r.source = "derivatives.yaml: silu -> silu_backward(grad, self)";
+    r.saved_inputs = {0};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "clone") {
+    // .contiguous() of a view, repeat_kv's expand-and-reshape, a slice made
+    // contiguous: the gradient goes back through a view of it.
+    r.source = "derivatives.yaml: clone -> grad";
+    r.grads = first_input_grad(g, op, Grad::kPassThrough);
+    return r;
+  }
+  if (k == "constant") {
+    r.source = "a tensor made from sizes alone (the causal mask, zeros): no gradient";
+    r.grads.assign(op.inputs.size(), Grad::kNone);
+    return r;
+  }
+  if (k == "sdpa") {
+    // Flash and memory-efficient attention keep q, k, v, the output and the
+    // softmax's log-sum-exp per row (fp32), never the scores.
+    r.source =
+        "derivatives.yaml: _scaled_dot_product_flash_attention / _efficient_attention -> backward(grad, query, key, "
+        "value, out, logsumexp, ...)";
+    r.saved_inputs = {0, 1, 2};
+    r.saved_output = true;
+    const Value* q = x;
+    const uint64_t rows =
+        q && !q->dims.empty() && q->dims.back() > 0 ? elements_of(*q) / static_cast<uint64_t>(q->dims.back()) : 0;
+    r.extras = {{"logsumexp", float32_bytes(rows), op.needs_backward}};
+    r.grads = allocated_grads(g, op);
+    return r;
+  }
+  if (k == "linear4bit") {
+    // bitsandbytes' MatMul4Bit: the 4-bit weight is dequantized to the
+    // compute type for the forward and again for the backward; only the
+    // quantized weight is kept.
+    r.source = "bitsandbytes autograd/_functions.py: MatMul4Bit (dequantize_4bit in forward and backward)";
+    const Value* w = value(g, op, 1);
+    const uint64_t dequantized = w && w->dims.size() == 2 ? static_cast<uint64_t>(w->dims[0] * w->dims[1]) * 2 : 0;
+    r.extras = {{"dequantized weight", dequantized, false}};
+    r.backward_scratch = dequantized;
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "topk") {
+    // The indices are an output PyTorch keeps for backward; the graph's op
+    // has the values as its one output and the indices here.
+    r.source = "derivatives.yaml: topk -> value_selecting_reduction_backward(grad, dim, indices, ...)";
+    r.extras = {{"indices", out_elements * 8, true}};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
+  if (k == "index_add") {
+    // self.index_add_(dim, index, source): in place into self; source's
+    // gradient is grad.index_select(dim, index).
+    r.source = "derivatives.yaml: index_add -> grad, grad.index_select(dim, index)";
+    r.in_place = true;
+    r.saved_inputs = {1};
+    r.grads.assign(op.inputs.size(), Grad::kNone);
+    if (rg(g, op, 0)) r.grads[0] = Grad::kPassThrough;
+    if (rg(g, op, 2)) r.grads[2] = Grad::kAllocated;
+    return r;
+  }
   if (k == "Sigmoid" || k == "Tanh" || k == "Exp" || k == "Sqrt" || k == "Softmax" || k == "LogSoftmax") {
     r.source = "derivatives.yaml: sigmoid, tanh, exp, sqrt, _softmax, _log_softmax -> backward from result";
     r.saved_output = true;

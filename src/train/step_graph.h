@@ -11,6 +11,7 @@
 
 #include "gpumem/model/graph.h"
 #include "gpumem/model/memory_analysis.h"
+#include "gpumem/train/training_step.h"
 
 namespace gpumem::train {
 
@@ -26,6 +27,9 @@ struct Value {
   bool requires_grad = false;
   int alias_of = -1;       // a view of another value (or of a parameter): no storage of its own
   bool contiguous = true;  // false for a transposed view: reshaping it copies
+  // Referenced until the loss is computed (transformers' logits, returned
+  // beside the loss by a forward that also computes it).
+  bool held_through_loss = false;
 };
 
 struct Op {
@@ -50,6 +54,11 @@ struct StepGraph {
 // empty) need no gradient. Throws InputError when a size is unknown.
 StepGraph build_step_graph(const Graph& graph, const MemoryAnalysis& analysis, const std::string& frozen,
                            const std::string& file);
+
+// One step over a graph built elsewhere (a decoder from its architecture,
+// decoder_step.h): the loss, forward, backward and optimizer as for an
+// export. `model` names it in errors and the report.
+TrainingStep simulate_step_graph(StepGraph graph, const TrainOptions& options, const std::string& model);
 
 // Whether the op's output is a view of its first input in PyTorch (reshape,
 // transpose, squeeze, slice...): no allocation.

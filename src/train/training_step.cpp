@@ -391,7 +391,10 @@ class Simulator {
         hold(storage_[id], kForever);
         if (v.parameter) {
           out_.parameter_bytes += v.bytes;
-          (v.trainable ? out_.trainable_parameters : out_.frozen_parameters) += elements_of(v);
+          // By shape where known: a packed 4-bit weight's bytes are not its values.
+          uint64_t n = v.dims.empty() ? elements_of(v) : 1;
+          for (const int64_t d : v.dims) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+          (v.trainable ? out_.trainable_parameters : out_.frozen_parameters) += n;
         }
       } else if (v.input) {
         storage_[id] = allocate(v.name, "batch", Category::kInputs, v.bytes, 0);
@@ -529,6 +532,7 @@ class Simulator {
       }
       if (v.alias_of >= 0 || v.bytes == 0) continue;
       storage_[static_cast<size_t>(o)] = make(v.name, v.bytes);
+      if (v.held_through_loss) hold(storage_[static_cast<size_t>(o)], time_of_op_.back());
     }
     if (backward == kNever) {
       for (const Extra& e : r.extras) make(e.what + " of " + op.name, e.bytes);
@@ -791,6 +795,15 @@ TrainingStep predict_training_step(const Model& model, const TrainOptions& optio
   }
   step.model = model.path;
   Simulator(std::move(g), options, step).run();
+  return step;
+}
+
+TrainingStep simulate_step_graph(StepGraph graph, const TrainOptions& options, const std::string& model) {
+  TrainingStep step;
+  step.options = options;
+  step.model = model;
+  apply_autocast(graph, options.precision, options.device);
+  Simulator(std::move(graph), options, step).run();
   return step;
 }
 

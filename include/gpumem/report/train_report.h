@@ -2,6 +2,7 @@
 // Reports of `gpumem train`: readable text and one JSON document (schema in
 // docs/train.md, "JSON: train").
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,11 @@ inline constexpr int kTrainSchemaVersion = 1;
 // {size, input, dimension (a name or an index), evidence, assumed}: the
 // batch axis as train and fit report it.
 nlohmann::ordered_json batch_axis_json(const BatchAxis& axis);
+
+// The `top` largest allocations live at the peak, largest first.
+std::vector<const train::Allocation*> largest_at_peak(const train::TrainingStep& s, int top);
+// Those as text: a blank line, a heading and one line each; "" for none.
+std::string render_largest_at_peak(const train::TrainingStep& s, int top);
 
 // `device`: the step on the device (train::device_memory(step)).
 std::string render_train_text(const train::TrainingStep& step, const train::DeviceMemory& device, int top = 10);

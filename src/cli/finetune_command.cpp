@@ -1,0 +1,110 @@
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/size_flag.h"
+#include "cli/step_flags.h"
+#include "gpumem/common/error.h"
+#include "gpumem/llm/llm_model.h"
+#include "gpumem/report/finetune_report.h"
+#include "gpumem/train/finetune_fit.h"
+
+namespace gpumem::cli {
+
+Action add_finetune_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "finetune",
+      "A language model's fine-tuning step (full, freeze, LoRA, QLoRA) from its config: peak and what fits");
+  struct Args {
+    std::string model, method = "lora", quant = "nf4", checkpointing = "none", attention = "sdpa", gpu, trace_out;
+    std::vector<std::string> targets;
+    StepFlags step_flags;
+    uint32_t lora_r = 16, freeze_layers = 1;
+    double lora_dropout = 0;
+    uint64_t seq = 2048, micro_batch = 1, grad_accum = 1;
+    bool max_seq = false, max_batch = false, json = false, shift_copy = false;
+    int top = 10;
+  };
+  auto args = std::make_shared<Args>();
+  args->step_flags.precision = "bf16";
+  cmd->add_option("MODEL", args->model, "A Hugging Face config.json or folder, or a .gguf file (what gpumem llm reads)")
+      ->required();
+  cmd->add_option("--method", args->method, "full | freeze | lora | qlora (default lora)")
+      ->check(CLI::IsMember({"full", "freeze", "lora", "qlora"}));
+  cmd->add_option("--lora-r", args->lora_r, "LoRA rank (default 16)")->check(kPositiveInteger);
+  add_list_option(*cmd, "--lora-targets", args->targets,
+                  "Linear layers with adapters: q, k, v, o, gate, up, down (default all seven)", "NAME");
+  cmd->add_option("--lora-dropout", args->lora_dropout, "LoRA dropout probability (default 0: no mask kept)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--quant", args->quant, "qlora: the frozen base weights' format: nf4 | nf4-dq | int8 (default nf4)")
+      ->check(CLI::IsMember({"nf4", "nf4-dq", "int8"}));
+  cmd->add_option("--freeze-layers", args->freeze_layers,
+                  "freeze: how many of the last layers train, with the final norm and the head (default 1)")
+      ->check(kPositiveInteger);
+  add_step_flags(*cmd, args->step_flags);
+  cmd->add_option("--seq", args->seq, "Tokens per sequence (default 2048)")->check(kPositiveInteger);
+  cmd->add_option("--micro-batch", args->micro_batch, "Sequences per forward (default 1)")->check(kPositiveInteger);
+  cmd->add_option("--grad-accum", args->grad_accum,
+                  "Micro-batches per optimizer step (memory is one micro-batch's; the report says the effective batch)")
+      ->check(kPositiveInteger);
+  cmd->add_option("--checkpointing", args->checkpointing,
+                  "none | layers: every decoder layer under torch.utils.checkpoint (default none)")
+      ->check(CLI::IsMember({"none", "layers"}));
+  cmd->add_option("--attention", args->attention,
+                  "eager (the [b, heads, s, s] scores) | sdpa | flash (fused: O(s)) (default sdpa)")
+      ->check(CLI::IsMember({"eager", "sdpa", "flash"}));
+  cmd->add_flag("--shift-copy", args->shift_copy,
+                "The loss copies the shifted logits, as transformers before 4.46 does (default: the newer padding)");
+  add_gpu_memory_option(*cmd, args->gpu, "Memory of one GPU, e.g. 24GiB: whether it fits, and what would");
+  cmd->add_flag("--max-seq", args->max_seq, "With --gpu: the longest --seq that fits");
+  cmd->add_flag("--max-batch", args->max_batch, "With --gpu: the largest --micro-batch that fits");
+  cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
+      ->check(kNonNegativeInteger);
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/finetune.md)");
+  cmd->add_option("--trace", args->trace_out, "Write the predicted step as a gpumem trace (gpumem replay reads it)")
+      ->type_name("FILE");
+
+  return [args]() {
+    static const std::map<std::string, train::FinetuneMethod> methods = {{"full", train::FinetuneMethod::kFull},
+                                                                         {"freeze", train::FinetuneMethod::kFreeze},
+                                                                         {"lora", train::FinetuneMethod::kLora},
+                                                                         {"qlora", train::FinetuneMethod::kQlora}};
+    static const std::map<std::string, train::BaseQuant> quants = {{"nf4", train::BaseQuant::kNf4},
+                                                                   {"nf4-dq", train::BaseQuant::kNf4DoubleQuant},
+                                                                   {"int8", train::BaseQuant::kInt8}};
+    static const std::map<std::string, train::Attention> attentions = {
+        {"eager", train::Attention::kEager}, {"sdpa", train::Attention::kSdpa}, {"flash", train::Attention::kFlash}};
+    train::FinetuneOptions o;
+    o.method = methods.at(args->method);
+    o.lora_r = args->lora_r;
+    if (!args->targets.empty()) o.lora_targets = args->targets;
+    o.lora_dropout = args->lora_dropout;
+    o.quant = quants.at(args->quant);
+    o.freeze_trainable_layers = args->freeze_layers;
+    apply_step_flags(args->step_flags, o.train);
+    o.seq = args->seq;
+    o.micro_batch = args->micro_batch;
+    o.grad_accum = args->grad_accum;
+    o.checkpointing = args->checkpointing == "layers";
+    o.attention = attentions.at(args->attention);
+    o.shift_copy = args->shift_copy;
+    if ((args->max_seq || args->max_batch) && args->gpu.empty())
+      throw InputError(std::string(args->max_seq ? "--max-seq" : "--max-batch") + " needs --gpu SIZE");
+    const uint64_t gpu = args->gpu.empty() ? 0 : parse_memory_flag("--gpu", args->gpu);
+    const llm::LlmModel model = llm::load_llm_model(args->model);
+    const train::FinetunePlan plan = train::plan_finetune(model, o, gpu, args->max_seq, args->max_batch);
+    if (!args->trace_out.empty()) write_step_trace(args->trace_out, plan.step.step);
+    if (args->json) {
+      std::fputs((finetune_to_json(plan, args->top).dump(2) + "\n").c_str(), stdout);
+    } else {
+      std::fputs(render_finetune_text(plan, args->top).c_str(), stdout);
+    }
+    return gpu != 0 && !plan.fits ? kExitDoesNotFit : kExitOk;
+  };
+}
+
+}  // namespace gpumem::cli

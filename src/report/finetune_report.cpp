@@ -1,0 +1,163 @@
+#include "gpumem/report/finetune_report.h"
+
+#include <fmt/format.h>
+
+#include "gpumem/common/units.h"
+#include "gpumem/report/train_report.h"
+
+namespace gpumem {
+namespace {
+
+using train::Category;
+using train::FinetunePlan;
+
+// The peak by what the bytes are for: the step's categories, with the
+// weights split into frozen and trainable and the logits apart (they are
+// often the largest single thing at the peak). Sums to the peak.
+struct Part {
+  const char* name;
+  uint64_t bytes;
+  const char* what;
+};
+std::vector<Part> breakdown(const FinetunePlan& p) {
+  const auto& f = p.step;
+  const auto& s = f.step;
+  const auto at = [&](Category c) { return s.breakdown[static_cast<int>(c)]; };
+  const uint64_t weights = at(Category::kWeights);
+  const uint64_t trainable = std::min(weights, f.trainable_weight_bytes);
+  return {
+      {"frozen_weights", weights - trainable, "frozen weights at their storage type"},
+      {"trainable_weights", trainable, "the parameters the optimizer updates"},
+      {"gradients", at(Category::kGradients), "their gradients"},
+      {"optimizer_states", at(Category::kOptimizerStates), "the optimizer's states"},
+      {"inputs", at(Category::kInputs), "token ids and labels"},
+      {"saved_activations", at(Category::kSavedActivations) - f.logits_saved_bytes, "what autograd keeps for backward"},
+      {"logits", f.logits_saved_bytes + f.logits_transient_bytes,
+       "logits, their fp32 copy, log-softmax and their gradients"},
+      {"transient", at(Category::kTransient) - f.logits_transient_bytes, "outputs not kept, gradients in flight"},
+  };
+}
+
+std::string settings(const train::FinetuneOptions& o) {
+  std::string method = to_string(o.method);
+  if (o.method == train::FinetuneMethod::kLora || o.method == train::FinetuneMethod::kQlora) {
+    std::string targets;
+    for (const auto& t : o.lora_targets) targets += (targets.empty() ? "" : ",") + t;
+    method += fmt::format(" r {} on {}", o.lora_r, targets);
+    if (o.lora_dropout > 0) method += fmt::format(", dropout {}", o.lora_dropout);
+    if (o.method == train::FinetuneMethod::kQlora) method += fmt::format(", base {}", to_string(o.quant));
+  }
+  if (o.method == train::FinetuneMethod::kFreeze)
+    method += fmt::format(" (last {} layers train)", o.freeze_trainable_layers);
+  return fmt::format("{}; {} x {} tokens{}; {}, {}, attention {}{}; device {}", method, o.micro_batch, o.seq,
+                     o.grad_accum > 1 ? fmt::format(" x {} accumulated", o.grad_accum) : "",
+                     to_string(o.train.optimizer), to_string(o.train.precision), to_string(o.attention),
+                     o.checkpointing ? ", checkpointing every layer" : "", to_string(o.train.device));
+}
+
+}  // namespace
+
+std::string render_finetune_text(const FinetunePlan& p, int top) {
+  const auto& f = p.step;
+  const auto& s = f.step;
+  std::string out;
+  auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
+  line(fmt::format("Fine-tune   {} (predicted)", s.model));
+  line(fmt::format("            {}", settings(f.options)));
+  line(fmt::format("Parameters  {} trainable of {} ({:.2f}%)", format_count(f.trainable_parameters),
+                   format_count(f.total_parameters),
+                   f.total_parameters
+                       ? 100.0 * static_cast<double>(f.trainable_parameters) / static_cast<double>(f.total_parameters)
+                       : 0.0));
+  line();
+  const bool cpu = f.options.train.device == train::Device::kCpu;
+  line(fmt::format("Device      {:>12}  reserved {} + overhead {}{}", format_bytes(p.device.device_bytes()),
+                   format_bytes(p.device.reserved_peak), format_bytes(p.device.overhead),
+                   cpu ? " (CPU: no cache)" : fmt::format(" ({} allocator)", p.device.allocator)));
+  line(fmt::format("Allocated   {:>12}  peak in {} at '{}' (max_memory_allocated)", format_bytes(s.peak_bytes),
+                   to_string(s.peak_phase), s.peak_op));
+  for (const auto& part : breakdown(p))
+    line(fmt::format("  {:<18}{:>12}  {}", part.name, format_bytes(part.bytes), part.what));
+  out += render_largest_at_peak(s, top);
+  if (p.gpu_bytes != 0) {
+    line();
+    line(fmt::format(
+        "GPU         {}: {}", format_bytes(p.gpu_bytes),
+        p.fits ? fmt::format("FITS, {} free", format_bytes(p.gpu_bytes - p.device.device_bytes()))
+               : fmt::format(
+                     "DOES NOT FIT, {} short",
+                     format_bytes(p.device.device_bytes() > p.gpu_bytes ? p.device.device_bytes() - p.gpu_bytes : 0))));
+    if (p.max_seq || p.max_micro_batch) line();
+  }
+  if (p.gpu_bytes != 0 && (p.max_seq || p.max_micro_batch)) {
+    if (p.max_seq) {
+      line(fmt::format("Longest seq     {} tokens at micro-batch {}{}", format_count(*p.max_seq), f.options.micro_batch,
+                       p.max_seq_capped ? " (max_position_embeddings; memory allows more)" : ""));
+    }
+    if (p.max_micro_batch)
+      line(fmt::format("Largest batch   {} sequences of {} tokens", *p.max_micro_batch, f.options.seq));
+  }
+  if (!p.changes.empty()) {
+    line();
+    line("Single changes");
+    for (const auto& c : p.changes) {
+      line(fmt::format("  {:<42} {:>12}  {}  ({})", c.what, format_bytes(c.device_bytes),
+                       c.fits ? "fits" : "does not fit", c.cost));
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json finetune_to_json(const FinetunePlan& p, int top) {
+  using json = nlohmann::ordered_json;
+  const auto& f = p.step;
+  const auto& s = f.step;
+  const auto& o = f.options;
+  json doc;
+  doc["schema_version"] = kFinetuneSchemaVersion;
+  doc["model"] = s.model;
+  doc["settings"] = {{"method", to_string(o.method)},
+                     {"lora_r", o.lora_r},
+                     {"lora_targets", o.lora_targets},
+                     {"lora_dropout", o.lora_dropout},
+                     {"quant", to_string(o.quant)},
+                     {"seq", o.seq},
+                     {"micro_batch", o.micro_batch},
+                     {"grad_accum", o.grad_accum},
+                     {"checkpointing", o.checkpointing ? "layers" : "none"},
+                     {"attention", to_string(o.attention)},
+                     {"optimizer", to_string(o.train.optimizer)},
+                     {"precision", to_string(o.train.precision)},
+                     {"device", to_string(o.train.device)},
+                     {"allocator", p.device.allocator.empty() ? json(nullptr) : json(p.device.allocator)},
+                     {"overhead_bytes", p.device.overhead}};
+  doc["trainable_parameters"] = f.trainable_parameters;
+  doc["total_parameters"] = f.total_parameters;
+  doc["peak_bytes"] = s.peak_bytes;
+  doc["reserved_peak_bytes"] = p.device.reserved_peak;
+  doc["device_bytes"] = p.device.device_bytes();
+  json parts;
+  for (const auto& part : breakdown(p)) parts[part.name] = part.bytes;
+  doc["breakdown"] = parts;
+  doc["peak_phase"] = to_string(s.peak_phase);
+  doc["peak_op"] = s.peak_op;
+  json largest = json::array();
+  for (const auto* a : largest_at_peak(s, top)) {
+    largest.push_back(
+        {{"tensor", a->tensor}, {"op", a->op}, {"category", to_string(a->category)}, {"bytes", a->bytes}});
+  }
+  doc["largest_at_peak"] = largest;
+  doc["gpu_bytes"] = p.gpu_bytes ? json(p.gpu_bytes) : json(nullptr);
+  doc["fits"] = p.gpu_bytes ? json(p.fits) : json(nullptr);
+  doc["max_seq"] = p.max_seq ? json(*p.max_seq) : json(nullptr);
+  doc["max_micro_batch"] = p.max_micro_batch ? json(*p.max_micro_batch) : json(nullptr);
+  json changes = json::array();
+  for (const auto& c : p.changes) {
+    changes.push_back({{"change", c.what}, {"cost", c.cost}, {"device_bytes", c.device_bytes}, {"fits", c.fits}});
+  }
+  doc["changes"] = changes;
+  doc["assumptions"] = s.assumptions;
+  return doc;
+}
+
+}  // namespace gpumem

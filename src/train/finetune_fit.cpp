@@ -1,0 +1,139 @@
+// The answers around a fine-tuning step: fits, the longest sequence and
+// largest micro-batch, and single changes that would fit.
+#include "gpumem/train/finetune_fit.h"
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+
+namespace gpumem::train {
+namespace {
+
+struct Evaluated {
+  FinetuneStep step;
+  DeviceMemory device;
+  bool fits = false;
+};
+
+Evaluated evaluate(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t gpu) {
+  Evaluated e;
+  e.step = predict_finetune(model, options);
+  e.device = device_memory(e.step.step, gpu);
+  e.fits = gpu != 0 && !e.device.runs_out && e.device.device_bytes() <= gpu;
+  return e;
+}
+
+// The largest x in [lo, hi] with fits(x), given fits is monotone; nullopt
+// when not even lo fits.
+std::optional<uint64_t> largest(uint64_t lo, uint64_t hi, const std::function<bool(uint64_t)>& fits) {
+  if (lo > hi || !fits(lo)) return std::nullopt;
+  // Grow by doubling first: most answers are far below hi.
+  uint64_t good = lo, bad = hi + 1;
+  for (uint64_t x = std::max<uint64_t>(lo * 2, lo + 1); x <= hi; x *= 2) {
+    if (!fits(x)) {
+      bad = x;
+      break;
+    }
+    good = x;
+  }
+  if (bad == hi + 1 && good < hi && fits(hi)) return hi;
+  while (bad - good > 1) {
+    const uint64_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return good;
+}
+
+}  // namespace
+
+FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t gpu_bytes,
+                           bool find_max_seq, bool find_max_batch) {
+  FinetunePlan plan;
+  Evaluated e = evaluate(model, options, gpu_bytes);
+  plan.step = std::move(e.step);
+  plan.device = e.device;
+  plan.gpu_bytes = gpu_bytes;
+  plan.fits = e.fits;
+  if (gpu_bytes == 0) return plan;
+
+  if (find_max_seq) {
+    const uint64_t cap = model.n_ctx_train != 0 ? model.n_ctx_train : uint64_t{1} << 20;
+    plan.max_seq = largest(2, cap, [&](uint64_t seq) {
+      FinetuneOptions o = options;
+      o.seq = seq;
+      return evaluate(model, o, gpu_bytes).fits;
+    });
+    plan.max_seq_capped = plan.max_seq && *plan.max_seq == cap;
+  }
+  if (find_max_batch) {
+    plan.max_micro_batch = largest(1, 4096, [&](uint64_t b) {
+      FinetuneOptions o = options;
+      o.micro_batch = b;
+      return evaluate(model, o, gpu_bytes).fits;
+    });
+  }
+  if (plan.fits) return plan;
+
+  // One change at a time, in the order a practitioner reaches for them.
+  struct Candidate {
+    std::string what, cost;
+    std::function<bool(FinetuneOptions&)> apply;  // false: does not apply
+  };
+  const std::vector<Candidate> candidates = {
+      {"--checkpointing layers", "each layer's forward runs again in backward (about a third more compute)",
+       [](FinetuneOptions& o) {
+         if (o.checkpointing) return false;
+         o.checkpointing = true;
+         return true;
+       }},
+      {"--attention sdpa", "none: a fused kernel instead of the [b, heads, s, s] scores",
+       [](FinetuneOptions& o) {
+         if (o.attention != Attention::kEager) return false;
+         o.attention = Attention::kSdpa;
+         return true;
+       }},
+      {"--micro-batch half, --grad-accum double", "the same effective batch in twice the steps",
+       [](FinetuneOptions& o) {
+         if (o.micro_batch < 2) return false;
+         o.micro_batch /= 2;
+         o.grad_accum *= 2;
+         return true;
+       }},
+      {"--method qlora", "4-bit base weights: dequantized every step, a small loss of quality",
+       [](FinetuneOptions& o) {
+         if (o.method != FinetuneMethod::kLora) return false;
+         o.method = FinetuneMethod::kQlora;
+         return true;
+       }},
+      {"--method lora", "adapters only: the base weights stay as they are",
+       [](FinetuneOptions& o) {
+         if (o.method != FinetuneMethod::kFull && o.method != FinetuneMethod::kFreeze) return false;
+         o.method = FinetuneMethod::kLora;
+         return true;
+       }},
+      {"--optimizer adam8bit", "8-bit optimizer states (bitsandbytes)",
+       [](FinetuneOptions& o) {
+         if (o.train.optimizer != Optimizer::kAdamW && o.train.optimizer != Optimizer::kAdam) return false;
+         o.train.optimizer = Optimizer::kAdam8bit;
+         return true;
+       }},
+      {"--precision bf16", "bf16 weights and activations, no fp32 master copy",
+       [](FinetuneOptions& o) {
+         if (o.train.precision == Precision::kBf16) return false;
+         o.train.precision = Precision::kBf16;
+         return true;
+       }},
+  };
+  for (const auto& c : candidates) {
+    FinetuneOptions o = options;
+    if (!c.apply(o)) continue;
+    const Evaluated changed = evaluate(model, o, gpu_bytes);
+    plan.changes.push_back({c.what, c.cost, changed.device.device_bytes(), changed.fits});
+  }
+  std::stable_sort(plan.changes.begin(), plan.changes.end(),
+                   [](const FinetuneChange& a, const FinetuneChange& b) { return a.fits && !b.fits; });
+  return plan;
+}
+
+}  // namespace gpumem::train

@@ -1,0 +1,198 @@
+// gpumem finetune's step of a decoder from its architecture: parameter
+// counts peft prints, what each method trains, and the effects the issue
+// names (eager attention's scores, per-layer checkpointing, QLoRA's 4-bit
+// base), each checked against an independent count.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpumem/common/error.h"
+#include "gpumem/llm/llm_model.h"
+#include "gpumem/train/finetune.h"
+#include "test_paths.h"
+
+namespace gpumem::train {
+namespace {
+
+llm::LlmModel config(const std::string& name) {
+  return llm::load_llm_model(
+      (gpumem::test::source_dir() / "tests" / "data" / "llm" / "configs" / (name + ".json")).string());
+}
+
+TEST(Finetune, LoraTrainsWhatPeftCounts) {
+  // peft's print_trainable_parameters: Llama-3 8B, r 16 on all seven
+  // linear layers: "trainable params: 41,943,040 || all params:
+  // 8,072,204,288"; Llama-2 7B, r 8 on q and v (peft's default targets):
+  // "trainable params: 4,194,304 || all params: 6,742,609,920".
+  FinetuneOptions o;
+  o.seq = 256;
+  const FinetuneStep l3 = predict_finetune(config("meta-llama-3-8b"), o);
+  EXPECT_EQ(l3.trainable_parameters, 41943040u);
+  EXPECT_EQ(l3.total_parameters, 8072204288u);
+  o.lora_r = 8;
+  o.lora_targets = {"q", "v"};
+  const FinetuneStep l2 = predict_finetune(config("llama-2-7b"), o);
+  EXPECT_EQ(l2.trainable_parameters, 4194304u);
+  EXPECT_EQ(l2.total_parameters, 6742609920u);
+}
+
+TEST(Finetune, QloraKeepsTheBaseInNf4AndTheRestAsStored) {
+  // Llama-3 8B: the 7 linear layers of 32 blocks in NF4 (half a byte a
+  // value, an fp32 absmax per 64), the embeddings, head and norms in bf16.
+  FinetuneOptions o;
+  o.method = FinetuneMethod::kQlora;
+  o.seq = 256;
+  const FinetuneStep q = predict_finetune(config("meta-llama-3-8b"), o);
+  const uint64_t linear = 32ull * (4096ull * (4096 + 1024 + 1024 + 4096) + 3ull * 4096 * 14336);
+  const uint64_t nf4 = linear / 2 + linear / 64 * 4;
+  const uint64_t bf16 = 2ull * 128256 * 4096 * 2 + 65ull * 4096 * 2;
+  EXPECT_EQ(q.frozen_weight_bytes, nf4 + bf16);
+  EXPECT_EQ(q.trainable_parameters, 41943040u);  // the same adapters as LoRA
+  // Double quantization: an 8-bit absmax per 64 and an fp32 one per 256 of those.
+  o.quant = BaseQuant::kNf4DoubleQuant;
+  const FinetuneStep dq = predict_finetune(config("meta-llama-3-8b"), o);
+  EXPECT_LT(dq.frozen_weight_bytes, q.frozen_weight_bytes);
+  EXPECT_GT(dq.frozen_weight_bytes, linear / 2 + bf16);
+}
+
+TEST(Finetune, EagerAttentionKeepsTheScoresAndCheckpointingDropsTheLayers) {
+  FinetuneOptions o;
+  o.seq = 1024;
+  o.micro_batch = 2;
+  o.attention = Attention::kSdpa;
+  const auto model = config("meta-llama-3-8b");
+  const FinetuneStep sdpa = predict_finetune(model, o);
+  o.attention = Attention::kEager;
+  const FinetuneStep eager = predict_finetune(model, o);
+  // Each layer keeps its fp32 softmax of [b, heads, s, s] for backward.
+  const uint64_t scores = 2ull * 32 * 1024 * 1024 * 4;
+  const auto saved = [](const FinetuneStep& f) {
+    return f.step.breakdown[static_cast<int>(Category::kSavedActivations)];
+  };
+  EXPECT_GE(saved(eager), saved(sdpa) + 32 * scores);
+  o.attention = Attention::kSdpa;
+  o.checkpointing = true;
+  const FinetuneStep ckpt = predict_finetune(model, o);
+  EXPECT_LT(ckpt.step.peak_bytes, sdpa.step.peak_bytes);
+  EXPECT_FALSE(ckpt.step.recomputed_ops.empty());
+  EXPECT_LT(saved(ckpt), saved(sdpa) / 4);
+}
+
+TEST(Finetune, WhatCannotBeSizedIsAnErrorNamingTheField) {
+  FinetuneOptions o;
+  o.seq = 9000;  // Llama-3 8B was trained at 8,192
+  EXPECT_THROW(predict_finetune(config("meta-llama-3-8b"), o), InputError);
+  o.seq = 256;
+  o.lora_targets = {"q", "lm_head"};
+  EXPECT_THROW(predict_finetune(config("meta-llama-3-8b"), o), InputError);
+  llm::LlmModel mla = config("meta-llama-3-8b");
+  mla.head_dim_k = 192;
+  mla.head_dim_v = 128;
+  o.lora_targets = {"q"};
+  try {
+    predict_finetune(mla, o);
+    FAIL() << "multi-head latent attention was sized";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("latent"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Against real fine-tuning steps recorded on CPU with torch 1.13
+// (tests/data/finetune, tools/record_finetune.py): plain-PyTorch Llama,
+// Qwen2, Gemma 2 and Mixtral shapes following transformers' modeling code,
+// with peft-style LoRA, per-layer checkpointing, AdamW, SGD. Each facts file
+// holds the model's config.json, the settings and the recorded peak; the
+// split (tests/data/finetune/SPLIT.md) holds a third out of tuning.
+struct Recorded {
+  std::string name, split;
+  double error = 0;
+};
+
+std::vector<Recorded> compare_recordings() {
+  namespace fs = std::filesystem;
+  std::vector<Recorded> out;
+  const fs::path dir = gpumem::test::source_dir() / "tests" / "data" / "finetune";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().string().ends_with(".facts.json")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const auto facts = nlohmann::json::parse(in);
+    const auto& c = facts["config"];
+    const llm::LlmModel model = llm::model_from_hf_config(c["hf_config"].dump(), f.string());
+    FinetuneOptions o;
+    const std::string method = c["method"];
+    o.method = method == "full"     ? FinetuneMethod::kFull
+               : method == "freeze" ? FinetuneMethod::kFreeze
+                                    : FinetuneMethod::kLora;
+    if (c["lora"].is_object()) {
+      o.lora_r = c["lora"]["r"];
+      o.lora_dropout = c["lora"]["dropout"];
+      o.lora_targets.clear();
+      for (const auto& t : c["lora"]["targets"]) {
+        static const std::map<std::string, std::string> names = {
+            {"q_proj", "q"},   {"k_proj", "k"},       {"v_proj", "v"}, {"o_proj", "o"}, {"gate_proj", "gate"},
+            {"up_proj", "up"}, {"down_proj", "down"}, {"w1", "gate"},  {"w3", "up"},    {"w2", "down"}};
+        o.lora_targets.push_back(names.at(t.get<std::string>()));
+      }
+    }
+    const std::string optimizer = c["optimizer"];
+    o.train.optimizer = optimizer == "adamw" ? Optimizer::kAdamW
+                        : optimizer == "sgd" ? Optimizer::kSgd
+                                             : Optimizer::kSgdMomentum;
+    if (c["foreach"].is_boolean()) o.train.foreach = c["foreach"].get<bool>();
+    o.train.device = Device::kCpu;
+    o.train.precision = c["precision"].get<std::string>().rfind("bf16", 0) == 0 ? Precision::kBf16 : Precision::kFp32;
+    o.micro_batch = c["micro_batch"];
+    o.seq = c["seq"];
+    o.checkpointing = c["gradient_checkpointing"];
+    o.attention = Attention::kEager;
+    o.shift_copy = c["loss_style"] == "shift";
+    const FinetuneStep step = predict_finetune(model, o);
+    const double recorded = facts["recorded_peak_bytes"];
+    out.push_back({facts["name"], facts["split"], (static_cast<double>(step.step.peak_bytes) - recorded) / recorded});
+  }
+  return out;
+}
+
+TEST(FinetuneRecorded, PeakAgainstEveryRecordedStep) {
+  const auto all = compare_recordings();
+  ASSERT_GE(all.size(), 30u);
+  for (const char* split : {"tuning", "held_out"}) {
+    std::vector<double> errors;
+    for (const auto& r : all) {
+      if (r.split != split) continue;
+      std::printf("  %-8s %-44s %+6.2f%%\n", split, r.name.c_str(), 100 * r.error);
+      errors.push_back(std::fabs(r.error));
+    }
+    std::sort(errors.begin(), errors.end());
+    std::printf("%s: %zu steps, median |error| %.2f%%, worst %.2f%%\n", split, errors.size(),
+                100 * errors[errors.size() / 2], 100 * errors.back());
+  }
+  // The issue's goal is 3% on every step, median under 1%: not met yet.
+  // Every prediction is low (docs/finetune.md says by what); these bounds
+  // hold the current figures so that a change that makes them worse fails.
+  for (const auto& r : all) EXPECT_LT(std::fabs(r.error), 0.17) << r.name << " (" << r.split << ")";
+  for (const char* split : {"tuning", "held_out"}) {
+    std::vector<double> errors;
+    for (const auto& r : all) {
+      if (r.split == split) errors.push_back(std::fabs(r.error));
+    }
+    std::sort(errors.begin(), errors.end());
+    EXPECT_LT(errors[errors.size() / 2], 0.045) << split;
+  }
+}
+
+}  // namespace
+}  // namespace gpumem::train
