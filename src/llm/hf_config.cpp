@@ -55,6 +55,14 @@ class Config {
     if (v == nullptr || !v->is_boolean()) return std::nullopt;
     return v->get<bool>();
   }
+  // A probability; InputError outside [0, 1].
+  double probability(const std::string& key) const {
+    const json* v = find(key);
+    if (v == nullptr) return 0;
+    if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() <= 1))
+      throw InputError(fmt::format("{}: key {}: {} is not a probability", printable(path_), key, printable(v->dump())));
+    return v->get<double>();
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -127,6 +135,7 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   const bool untied_family = model_type == "llama" || model_type == "mistral" || model_type == "mixtral" ||
                              model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe";
   m.tied_embeddings = c.flag("tie_word_embeddings").value_or(!untied_family);
+  m.attention_dropout = c.probability("attention_dropout");
   const std::string dtype = dtype_of_torch(c.text("torch_dtype", c.text("dtype", "bfloat16")), path);
   DecoderExtras extras;
   extras.qkv_bias = model_type == "qwen2" || c.flag("attention_bias").value_or(false);

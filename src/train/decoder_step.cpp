@@ -70,15 +70,19 @@ class Builder {
     h = rms_norm("/model/norm", "model.norm.weight", h, trainable_head());
     const int head = m_.tied_embeddings ? embed : param("lm_head.weight", {V, E}, trainable_head());
     int logits = op("linear", "/lm_head/linear", {h, head}, act({b_ * s_, V}));
+    if (gemma) logits = softcap("/final_logit_softcapping", logits, {b_ * s_, V});
     // The forward computes the loss and returns the logits beside it: they
     // live until the loss is done (a Trainer's compute_loss drops them
     // before backward).
     out_.graph.values[static_cast<size_t>(logits)].held_through_loss = true;
-    if (gemma) logits = softcap("/final_logit_softcapping", logits, {b_ * s_, V});
     // The loss (transformers' ForCausalLMLoss): logits.float(); from 4.46
     // the labels are padded and shifted, before it the logits were sliced
     // and made contiguous, a copy. cross_entropy is the simulation's.
-    if (adt_ != DType::Float) logits = op("Cast", "/loss/float", {logits}, act({b_ * s_, V}, DType::Float));
+    if (adt_ != DType::Float) {
+      // The loss function holds its fp32 copy in a local until it returns.
+      logits = op("Cast", "/loss/float", {logits}, act({b_ * s_, V}, DType::Float));
+      out_.graph.values[static_cast<size_t>(logits)].held_through_loss = true;
+    }
     if (o_.shift_copy) logits = op("clone", "/loss/shift_logits", {logits}, act({b_ * (s_ - 1), V}, DType::Float));
     out_.graph.graph_outputs = {logits};
     propagate();
@@ -225,7 +229,9 @@ class Builder {
     int x32 = x;
     if (adt_ != DType::Float) x32 = op("Cast", path + "/to_float", {x}, act({b_, s_, E}, DType::Float));
     const int sq = op("Pow", path + "/pow", {x32, -1}, act({b_, s_, E}, DType::Float));
-    const int mean = op("ReduceMean", path + "/mean", {sq}, act({b_, s_, 1}, DType::Float));
+    const bool old_mean = o_.train.torch && o_.train.torch->before(2, 0);
+    const int mean =
+        op(old_mean ? "mean_keeping_input" : "ReduceMean", path + "/mean", {sq}, act({b_, s_, 1}, DType::Float));
     const int eps = op("Add", path + "/add_eps", {mean, -1}, act({b_, s_, 1}, DType::Float));
     const int r = op("rsqrt", path + "/rsqrt", {eps}, act({b_, s_, 1}, DType::Float));
     int y = op("Mul", path + "/mul", {x32, r}, act({b_, s_, E}, DType::Float));
@@ -321,6 +327,7 @@ class Builder {
       scores = op("Add", ap + "/mask", {scores, mask_}, act(sd));
       int probs = op("Softmax", ap + "/softmax", {scores}, act(sd, DType::Float));
       if (adt_ != DType::Float) probs = op("Cast", ap + "/softmax_to", {probs}, act(sd));
+      if (m_.attention_dropout > 0) probs = op("Dropout", ap + "/attention_dropout", {probs}, act(sd));
       ctx = op("MatMul", ap + "/pv", {probs, vt}, act({b_, H, s_, hd_}));
     } else {
       ctx = op("sdpa", ap + "/sdpa", {qr, kr, vt}, act({b_, H, s_, hd_}));

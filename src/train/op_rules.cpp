@@ -195,6 +195,15 @@ OpRule rule_for(const Op& op, const StepGraph& g, Device device, bool input_dies
     r.grads = first_input_grad(g, op, Grad::kAllocated);
     return r;
   }
+  if (k == "mean_keeping_input") {
+    // torch 1.13's mean backward keeps its whole input (2.x keeps only its
+    // sizes): RMSNorm's pow(2) output lives until backward
+    // (tests/data/finetune shows it in every step).
+    r.source = "derivatives.yaml (torch 1.13): mean.dim -> sum_backward(grad, self.sizes(), ...) / numel, self kept";
+    r.saved_inputs = {0};
+    r.grads = first_input_grad(g, op, Grad::kAllocated);
+    return r;
+  }
   if (k == "silu") {
     r.source = "derivatives.yaml: silu -> silu_backward(grad, self)";
     r.saved_inputs = {0};

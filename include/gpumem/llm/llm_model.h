@@ -43,6 +43,7 @@ struct LlmModel {
   uint32_t n_expert = 0;  // mixture of experts: experts per layer (0: a dense MLP)
   uint32_t n_expert_used = 0;
   bool tied_embeddings = false;
+  double attention_dropout = 0;  // config.json's attention_dropout: a mask per attention map in training
   std::string weight_dtype;  // the dtype most of the weight bytes have ("BF16", "Q4_K", ...)
   std::vector<LlmTensor> tensors;
 
