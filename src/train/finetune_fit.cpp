@@ -24,23 +24,33 @@ Evaluated evaluate(const llm::LlmModel& model, const FinetuneOptions& options, u
   return e;
 }
 
-// The largest x in [lo, hi] with fits(x), given fits is monotone; nullopt
+// Whether it fits, for the searches: what is allocated already exceeds the
+// GPU less the overhead without replaying the allocator (reserved is at
+// least allocated).
+bool fits(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t gpu) {
+  const FinetuneStep step = predict_finetune(model, options);
+  if (step.step.peak_bytes + step_overhead(step.step.options) > gpu) return false;
+  const DeviceMemory device = device_memory(step.step, gpu);
+  return !device.runs_out && device.device_bytes() <= gpu;
+}
+
+// The largest x in [lo, hi] with ok(x), given ok is monotone; nullopt
 // when not even lo fits.
-std::optional<uint64_t> largest(uint64_t lo, uint64_t hi, const std::function<bool(uint64_t)>& fits) {
-  if (lo > hi || !fits(lo)) return std::nullopt;
+std::optional<uint64_t> largest(uint64_t lo, uint64_t hi, const std::function<bool(uint64_t)>& ok) {
+  if (lo > hi || !ok(lo)) return std::nullopt;
   // Grow by doubling first: most answers are far below hi.
   uint64_t good = lo, bad = hi + 1;
   for (uint64_t x = std::max<uint64_t>(lo * 2, lo + 1); x <= hi; x *= 2) {
-    if (!fits(x)) {
+    if (!ok(x)) {
       bad = x;
       break;
     }
     good = x;
   }
-  if (bad == hi + 1 && good < hi && fits(hi)) return hi;
+  if (bad == hi + 1 && good < hi && ok(hi)) return hi;
   while (bad - good > 1) {
     const uint64_t mid = good + (bad - good) / 2;
-    (fits(mid) ? good : bad) = mid;
+    (ok(mid) ? good : bad) = mid;
   }
   return good;
 }
@@ -62,7 +72,7 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     plan.max_seq = largest(2, cap, [&](uint64_t seq) {
       FinetuneOptions o = options;
       o.seq = seq;
-      return evaluate(model, o, gpu_bytes).fits;
+      return fits(model, o, gpu_bytes);
     });
     plan.max_seq_capped = plan.max_seq && *plan.max_seq == cap;
   }
@@ -70,7 +80,7 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     plan.max_micro_batch = largest(1, 4096, [&](uint64_t b) {
       FinetuneOptions o = options;
       o.micro_batch = b;
-      return evaluate(model, o, gpu_bytes).fits;
+      return fits(model, o, gpu_bytes);
     });
   }
   if (plan.fits) return plan;

@@ -138,6 +138,7 @@ class Simulator {
   std::vector<int> time_of_op_;                     // forward time per op
   std::vector<int> backward_time_;                  // per op, kNever when it has no backward
   std::vector<int> segment_of_;                     // per op: its checkpointed segment, -1 none
+  std::vector<std::string> op_module_;              // per forward op: module_path(name), computed once
   std::vector<int> recompute_time_;                 // per op in a segment: when backward recomputes it
   std::vector<int> producer_;                       // per value: the op that produces it, -1 none
   std::vector<int> segment_end_;                    // per segment: the time its backward ends
@@ -310,10 +311,13 @@ class Simulator {
   // first op to LAST's last, as checkpoint_sequential wraps a run of
   // children in one torch.utils.checkpoint (casts autocast put in between
   // included either way).
-  std::pair<int, int> module_ops(const std::string& entry, const std::string& module) const {
+  std::pair<int, int> module_ops(const std::string& entry, const std::string& module) {
     int first = -1, last = -1;
+    if (op_module_.empty()) {
+      for (size_t k = 0; k < forward_ops_; ++k) op_module_.push_back(module_path(g_.ops[k].name));
+    }
     for (size_t k = 0; k < forward_ops_; ++k) {
-      const std::string path = module_path(g_.ops[k].name);
+      const std::string& path = op_module_[k];
       if (path.rfind(module, 0) != 0 || (path.size() > module.size() && path[module.size()] != '.')) continue;
       if (first < 0) first = static_cast<int>(k);
       last = static_cast<int>(k);
