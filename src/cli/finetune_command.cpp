@@ -20,7 +20,10 @@ Action add_finetune_command(CLI::App& app) {
       "finetune",
       "A language model's fine-tuning step (full, freeze, LoRA, QLoRA) from its config: peak and what fits");
   struct Args {
-    std::string model, method = "lora", quant = "nf4", checkpointing = "none", attention = "sdpa", gpu, trace_out;
+    std::string model, method = "lora", quant = "nf4", checkpointing = "none", attention = "sdpa", gpu, trace_out,
+                       strategy = "ddp";
+    int gpus = 1;
+    bool offload = false;
     std::vector<std::string> targets;
     StepFlags step_flags;
     uint32_t lora_r = 16, freeze_layers = 1;
@@ -60,6 +63,12 @@ Action add_finetune_command(CLI::App& app) {
   cmd->add_flag("--shift-copy", args->shift_copy,
                 "The loss copies the shifted logits, as transformers before 4.46 does (default: the newer padding)");
   add_gpu_memory_option(*cmd, args->gpu, "Memory of one GPU, e.g. 24GiB: whether it fits, and what would");
+  cmd->add_option("--gpus", args->gpus, "GPUs in data parallel; --micro-batch is per GPU (default 1)")
+      ->check(kPositiveInteger);
+  cmd->add_option("--strategy", args->strategy,
+                  "With --gpus: ddp | zero1 | zero2 | zero3 (DeepSpeed) | fsdp (FULL_SHARD) (default ddp)")
+      ->check(CLI::IsMember({"ddp", "zero1", "zero2", "zero3", "fsdp"}));
+  cmd->add_flag("--offload", args->offload, "With --strategy zero*: the optimizer states in CPU memory");
   cmd->add_flag("--max-seq", args->max_seq, "With --gpu: the longest --seq that fits");
   cmd->add_flag("--max-batch", args->max_batch, "With --gpu: the largest --micro-batch that fits");
   cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
@@ -96,7 +105,18 @@ Action add_finetune_command(CLI::App& app) {
       throw InputError(std::string(args->max_seq ? "--max-seq" : "--max-batch") + " needs --gpu SIZE");
     const uint64_t gpu = args->gpu.empty() ? 0 : parse_memory_flag("--gpu", args->gpu);
     const llm::LlmModel model = llm::load_llm_model(args->model);
-    const train::FinetunePlan plan = train::plan_finetune(model, o, gpu, args->max_seq, args->max_batch);
+    static const std::map<std::string, train::Strategy> strategies = {{"ddp", train::Strategy::kDdp},
+                                                                      {"zero1", train::Strategy::kZero1},
+                                                                      {"zero2", train::Strategy::kZero2},
+                                                                      {"zero3", train::Strategy::kZero3},
+                                                                      {"fsdp", train::Strategy::kFsdp}};
+    train::FinetuneParallel parallel;
+    parallel.gpus = args->gpus;
+    parallel.strategy = strategies.at(args->strategy);
+    parallel.offload = args->offload;
+    if (args->offload && args->strategy.rfind("zero", 0) != 0)
+      throw InputError("--offload: only with --strategy zero1, zero2 or zero3 (DeepSpeed's offload_optimizer)");
+    const train::FinetunePlan plan = train::plan_finetune(model, o, gpu, args->max_seq, args->max_batch, parallel);
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, plan.step.step);
     if (args->json) {
       std::fputs((finetune_to_json(plan, args->top).dump(2) + "\n").c_str(), stdout);

@@ -79,14 +79,28 @@ std::string render_finetune_text(const FinetunePlan& p, int top) {
   for (const auto& part : breakdown(p))
     line(fmt::format("  {:<18}{:>12}  {}", part.name, format_bytes(part.bytes), part.what));
   out += render_largest_at_peak(s, top);
+  if (p.per_gpu) {
+    const auto& g = *p.per_gpu;
+    line();
+    line(fmt::format("Per GPU     {:>12}  {} GPUs, {}{}: the step's micro-batch on each", format_bytes(g.device_bytes),
+                     g.gpus, g.plan.engine, g.plan.setting == "none" ? "" : " " + g.plan.setting));
+    line(fmt::format("  {:<18}{:>12}", "frozen_weights", format_bytes(g.frozen_bytes)));
+    line(fmt::format("  {:<18}{:>12}", "weights", format_bytes(g.plan.weight_bytes)));
+    line(fmt::format("  {:<18}{:>12}", "gradients", format_bytes(g.plan.gradient_bytes)));
+    line(fmt::format("  {:<18}{:>12}", "optimizer", format_bytes(g.plan.optimizer_bytes)));
+    line(fmt::format("  {:<18}{:>12}", "buffers", format_bytes(g.plan.buffer_bytes)));
+    line(fmt::format("  {:<18}{:>12}", "activations", format_bytes(g.plan.activation_bytes)));
+    line(fmt::format("  {:<18}{:>12}", "overhead", format_bytes(g.overhead_bytes)));
+    if (g.plan.cpu_bytes)
+      line(fmt::format("  {:<18}{:>12}  in CPU memory", "offloaded", format_bytes(g.plan.cpu_bytes)));
+  }
+  const uint64_t device = p.per_gpu ? p.per_gpu->device_bytes : p.device.device_bytes();
   if (p.gpu_bytes != 0) {
     line();
     line(fmt::format(
         "GPU         {}: {}", format_bytes(p.gpu_bytes),
-        p.fits ? fmt::format("FITS, {} free", format_bytes(p.gpu_bytes - p.device.device_bytes()))
-               : fmt::format(
-                     "DOES NOT FIT, {} short",
-                     format_bytes(p.device.device_bytes() > p.gpu_bytes ? p.device.device_bytes() - p.gpu_bytes : 0))));
+        p.fits ? fmt::format("FITS, {} free", format_bytes(p.gpu_bytes - device))
+               : fmt::format("DOES NOT FIT, {} short", format_bytes(device > p.gpu_bytes ? device - p.gpu_bytes : 0))));
     if (p.max_seq || p.max_micro_batch) line();
   }
   if (p.gpu_bytes != 0 && (p.max_seq || p.max_micro_batch)) {
@@ -156,6 +170,23 @@ nlohmann::ordered_json finetune_to_json(const FinetunePlan& p, int top) {
     changes.push_back({{"change", c.what}, {"cost", c.cost}, {"device_bytes", c.device_bytes}, {"fits", c.fits}});
   }
   doc["changes"] = changes;
+  if (p.per_gpu) {
+    const auto& g = *p.per_gpu;
+    doc["per_gpu"] = {{"gpus", g.gpus},
+                      {"engine", g.plan.engine},
+                      {"setting", g.plan.setting},
+                      {"device_bytes", g.device_bytes},
+                      {"frozen_weight_bytes", g.frozen_bytes},
+                      {"weight_bytes", g.plan.weight_bytes},
+                      {"gradient_bytes", g.plan.gradient_bytes},
+                      {"optimizer_bytes", g.plan.optimizer_bytes},
+                      {"buffer_bytes", g.plan.buffer_bytes},
+                      {"activation_bytes", g.plan.activation_bytes},
+                      {"overhead_bytes", g.overhead_bytes},
+                      {"cpu_bytes", g.plan.cpu_bytes}};
+  } else {
+    doc["per_gpu"] = nullptr;
+  }
   doc["assumptions"] = s.assumptions;
   return doc;
 }

@@ -7,7 +7,50 @@
 
 #include <fmt/format.h>
 
+#include "gpumem/common/units.h"
+
 namespace gpumem::train {
+
+const char* to_string(Strategy s) {
+  switch (s) {
+    case Strategy::kDdp: return "ddp";
+    case Strategy::kZero1: return "zero1";
+    case Strategy::kZero2: return "zero2";
+    case Strategy::kZero3: return "zero3";
+    case Strategy::kFsdp: return "fsdp";
+  }
+  return "?";
+}
+
+PerGpu per_gpu(const llm::LlmModel& model, const FinetuneStep& step, const FinetuneParallel& parallel) {
+  const uint64_t n = static_cast<uint64_t>(std::max(parallel.gpus, 1));
+  const uint64_t layers = std::max<uint32_t>(model.n_layer, 1);
+  ModelStates states = model_states(step.step, step.trainable_parameters / layers);
+  Cluster cluster;
+  cluster.gpus_per_node = static_cast<int>(n);
+  PerGpu out;
+  out.gpus = static_cast<int>(n);
+  const bool sharded = parallel.strategy == Strategy::kZero3 || parallel.strategy == Strategy::kFsdp;
+  switch (parallel.strategy) {
+    case Strategy::kDdp: out.plan = ddp_plan(states, cluster); break;
+    case Strategy::kZero1:
+    case Strategy::kZero2:
+    case Strategy::kZero3: {
+      ZeroSetting zero;
+      zero.stage = parallel.strategy == Strategy::kZero1 ? 1 : parallel.strategy == Strategy::kZero2 ? 2 : 3;
+      zero.offload_optimizer = parallel.offload;
+      out.plan = zero_plan(states, cluster, zero);
+      break;
+    }
+    case Strategy::kFsdp: out.plan = fsdp_plan(states, cluster, FsdpSharding::kFullShard); break;
+  }
+  out.frozen_bytes =
+      sharded ? div_up(step.frozen_weight_bytes, n) + step.frozen_weight_bytes / layers : step.frozen_weight_bytes;
+  out.overhead_bytes = step_overhead(step.step.options);
+  out.device_bytes = out.plan.gpu_bytes_per_gpu + out.frozen_bytes + out.overhead_bytes;
+  return out;
+}
+
 namespace {
 
 struct Evaluated {
@@ -27,8 +70,9 @@ Evaluated evaluate(const llm::LlmModel& model, const FinetuneOptions& options, u
 // Whether it fits, for the searches: what is allocated already exceeds the
 // GPU less the overhead without replaying the allocator (reserved is at
 // least allocated).
-bool fits(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t gpu) {
+bool fits(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t gpu, const FinetuneParallel& parallel) {
   const FinetuneStep step = predict_finetune(model, options);
+  if (parallel.gpus > 1) return per_gpu(model, step, parallel).device_bytes <= gpu;
   if (step.step.peak_bytes + step_overhead(step.step.options) > gpu) return false;
   const DeviceMemory device = device_memory(step.step, gpu);
   return !device.runs_out && device.device_bytes() <= gpu;
@@ -58,13 +102,17 @@ std::optional<uint64_t> largest(uint64_t lo, uint64_t hi, const std::function<bo
 }  // namespace
 
 FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t gpu_bytes,
-                           bool find_max_seq, bool find_max_batch) {
+                           bool find_max_seq, bool find_max_batch, const FinetuneParallel& parallel) {
   FinetunePlan plan;
   Evaluated e = evaluate(model, options, gpu_bytes);
   plan.step = std::move(e.step);
   plan.device = e.device;
   plan.gpu_bytes = gpu_bytes;
   plan.fits = e.fits;
+  if (parallel.gpus > 1) {
+    plan.per_gpu = per_gpu(model, plan.step, parallel);
+    plan.fits = gpu_bytes != 0 && plan.per_gpu->device_bytes <= gpu_bytes;
+  }
   if (gpu_bytes == 0) return plan;
 
   if (find_max_seq) {
@@ -72,7 +120,7 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     plan.max_seq = largest(2, cap, [&](uint64_t seq) {
       FinetuneOptions o = options;
       o.seq = seq;
-      return fits(model, o, gpu_bytes);
+      return fits(model, o, gpu_bytes, parallel);
     });
     plan.max_seq_capped = plan.max_seq && *plan.max_seq == cap;
   }
@@ -80,7 +128,7 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     plan.max_micro_batch = largest(1, 4096, [&](uint64_t b) {
       FinetuneOptions o = options;
       o.micro_batch = b;
-      return fits(model, o, gpu_bytes);
+      return fits(model, o, gpu_bytes, parallel);
     });
   }
   if (plan.fits) return plan;
@@ -139,6 +187,11 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     FinetuneOptions o = options;
     if (!c.apply(o)) continue;
     const Evaluated changed = evaluate(model, o, gpu_bytes);
+    if (parallel.gpus > 1) {
+      const uint64_t device = per_gpu(model, changed.step, parallel).device_bytes;
+      plan.changes.push_back({c.what, c.cost, device, device <= gpu_bytes});
+      continue;
+    }
     plan.changes.push_back({c.what, c.cost, changed.device.device_bytes(), changed.fits});
   }
   std::stable_sort(plan.changes.begin(), plan.changes.end(),

@@ -53,6 +53,18 @@ TEST(CliFinetune, ASettingThatDoesNotFitListsTheChangesThatWould) {
   }
 }
 
+TEST(CliFinetune, SeveralGpusAnswerPerGpu) {
+  const CliRun r =
+      run("finetune " + config() + " --method full --seq 2048 --gpus 8 --strategy zero3 --gpu 80GiB --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(doc["per_gpu"].is_object());
+  EXPECT_EQ(doc["per_gpu"]["gpus"], 8);
+  EXPECT_EQ(doc["per_gpu"]["engine"], "deepspeed");
+  EXPECT_LT(doc["per_gpu"]["device_bytes"].get<uint64_t>(), doc["device_bytes"].get<uint64_t>());
+  EXPECT_EQ(run("finetune " + config() + " --gpus 2 --strategy fsdp --offload").code, 2);
+}
+
 TEST(CliFinetune, BadInputIsOneLineAndExit2) {
   for (const std::string& args :
        {"finetune " + config() + " --max-seq", "finetune " + config() + " --seq 100000",

@@ -16,7 +16,9 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llm_model.h"
+#include "gpumem/common/units.h"
 #include "gpumem/train/finetune.h"
+#include "gpumem/train/finetune_fit.h"
 #include "test_paths.h"
 
 namespace gpumem::train {
@@ -100,6 +102,33 @@ TEST(Finetune, Torch1MeanKeepsRmsNormsPowOutput) {
   // The peak falls in backward, once the final norm's backward has run.
   EXPECT_EQ(saved(old) - saved(today), 2ull * 32 * 256 * 4096 * 4);
   EXPECT_EQ(old.step.peak_phase, Phase::kBackward);
+}
+
+TEST(Finetune, SeveralGpusShardWhatTheEngineShards) {
+  // QLoRA on 4 GPUs: the 4-bit base is replicated under DDP and ZeRO-2,
+  // sharded (plus one gathered layer) under ZeRO-3 and FSDP; the adapters'
+  // optimizer states shrink from ZeRO-1 on.
+  FinetuneOptions o;
+  o.method = FinetuneMethod::kQlora;
+  o.seq = 1024;
+  const auto model = config("meta-llama-3-8b");
+  const FinetuneStep step = predict_finetune(model, o);
+  FinetuneParallel p;
+  p.gpus = 4;
+  const PerGpu ddp = per_gpu(model, step, p);
+  EXPECT_EQ(ddp.frozen_bytes, step.frozen_weight_bytes);
+  p.strategy = Strategy::kZero2;
+  const PerGpu zero2 = per_gpu(model, step, p);
+  EXPECT_EQ(zero2.frozen_bytes, step.frozen_weight_bytes);
+  EXPECT_LT(zero2.plan.optimizer_bytes, ddp.plan.optimizer_bytes);
+  p.strategy = Strategy::kZero3;
+  const PerGpu zero3 = per_gpu(model, step, p);
+  EXPECT_EQ(zero3.frozen_bytes, div_up(step.frozen_weight_bytes, 4) + step.frozen_weight_bytes / 32);
+  EXPECT_LT(zero3.device_bytes, zero2.device_bytes);
+  p.strategy = Strategy::kFsdp;
+  EXPECT_EQ(per_gpu(model, step, p).frozen_bytes, zero3.frozen_bytes);
+  // The activations are one GPU's micro-batch, whatever the strategy.
+  EXPECT_EQ(zero3.plan.activation_bytes, ddp.plan.activation_bytes);
 }
 
 TEST(Finetune, WhatCannotBeSizedIsAnErrorNamingTheField) {
