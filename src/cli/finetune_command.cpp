@@ -6,11 +6,13 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/step_flags.h"
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/report/finetune_report.h"
+#include "gpumem/report/html_reports.h"
 #include "gpumem/train/finetune_fit.h"
 
 namespace gpumem::cli {
@@ -21,7 +23,7 @@ Action add_finetune_command(CLI::App& app) {
       "A language model's fine-tuning step (full, freeze, LoRA, QLoRA) from its config: peak and what fits");
   struct Args {
     std::string model, method = "lora", quant = "nf4", checkpointing = "none", attention = "sdpa", gpu, trace_out,
-                       strategy = "ddp";
+                       strategy = "ddp", html;
     int gpus = 1;
     bool offload = false;
     std::vector<std::string> targets;
@@ -74,6 +76,7 @@ Action add_finetune_command(CLI::App& app) {
   cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
       ->check(kNonNegativeInteger);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/finetune.md)");
+  add_html_flag(*cmd, args->html);
   cmd->add_option("--trace", args->trace_out, "Write the predicted step as a gpumem trace (gpumem replay reads it)")
       ->type_name("FILE");
 
@@ -118,6 +121,7 @@ Action add_finetune_command(CLI::App& app) {
       throw InputError("--offload: only with --strategy zero1, zero2 or zero3 (DeepSpeed's offload_optimizer)");
     const train::FinetunePlan plan = train::plan_finetune(model, o, gpu, args->max_seq, args->max_batch, parallel);
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, plan.step.step);
+    if (!args->html.empty()) write_html(args->html, report::train_html(plan.step.step));
     if (args->json) {
       std::fputs((finetune_to_json(plan, args->top).dump(2) + "\n").c_str(), stdout);
     } else {

@@ -194,6 +194,26 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     }
     plan.changes.push_back({c.what, c.cost, changed.device.device_bytes(), changed.fits});
   }
+  // Over several GPUs, the engine's sharding is a lever too.
+  if (parallel.gpus > 1) {
+    const std::pair<Strategy, const char*> shardings[] = {{Strategy::kZero2, "--strategy zero2"},
+                                                          {Strategy::kZero3, "--strategy zero3"},
+                                                          {Strategy::kFsdp, "--strategy fsdp"}};
+    for (const auto& [strategy, what] : shardings) {
+      if (strategy == parallel.strategy) continue;
+      FinetuneParallel other = parallel;
+      other.strategy = strategy;
+      const uint64_t device = per_gpu(model, plan.step, other).device_bytes;
+      plan.changes.push_back({what, "more communication per step", device, device <= gpu_bytes});
+    }
+    if (parallel.strategy != Strategy::kDdp && parallel.strategy != Strategy::kFsdp && !parallel.offload) {
+      FinetuneParallel other = parallel;
+      other.offload = true;
+      const uint64_t device = per_gpu(model, plan.step, other).device_bytes;
+      plan.changes.push_back(
+          {"--offload", "optimizer states in CPU memory: the update runs on the CPU", device, device <= gpu_bytes});
+    }
+  }
   std::stable_sort(plan.changes.begin(), plan.changes.end(),
                    [](const FinetuneChange& a, const FinetuneChange& b) { return a.fits && !b.fits; });
   return plan;
