@@ -256,9 +256,12 @@ class Builder {
              uint64_t in, uint64_t out, bool layer_trainable, bool bias = false) {
     const bool adapted = targeted(short_name);
     int y;
-    if (adapted && o_.method == FinetuneMethod::kQlora) {
+    if (o_.method == FinetuneMethod::kQlora) {
+      // load_in_4bit quantizes every linear layer of the blocks, adapted or
+      // not (the head and embeddings stay as they are); biases stay 16-bit.
       const int w = quantized_param(module + ".weight", out, in);
       y = op("linear4bit", path + "/linear4bit", {x, w}, act({rows_in, out}));
+      if (bias) param(module + ".bias", {out}, false);
     } else {
       const int w = param(module + ".weight", {out, in}, layer_trainable && !adapted);
       std::vector<int> inputs = {x, w};
@@ -266,7 +269,6 @@ class Builder {
       y = op("linear", path + "/linear", inputs, act({rows_in, out}));
     }
     if (!adapted) return y;
-    if (bias && o_.method == FinetuneMethod::kQlora) param(module + ".bias", {out}, false);
     // peft keeps the adapters in fp32 (autocast_adapter_dtype): a bf16
     // input is cast up for them, the sum comes out fp32 and is cast back.
     const uint64_t r = o_.lora_r;
