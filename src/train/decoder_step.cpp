@@ -70,7 +70,7 @@ class Builder {
     h = rms_norm("/model/norm", "model.norm.weight", h, trainable_head());
     const int head = m_.tied_embeddings ? embed : param("lm_head.weight", {V, E}, trainable_head());
     int logits = op("linear", "/lm_head/linear", {h, head}, act({b_ * s_, V}));
-    if (gemma) logits = softcap("/final_logit_softcapping", logits, {b_ * s_, V});
+    if (softcapping()) logits = softcap("/final_logit_softcapping", logits, {b_ * s_, V});
     // The forward computes the loss and returns the logits beside it: they
     // live until the loss is done (a Trainer's compute_loss drops them
     // before backward).
@@ -97,7 +97,11 @@ class Builder {
   int cos_ = -1, sin_ = -1, mask_ = -1, hooked_ = -1;
   DecoderStep out_;
 
-  bool is_gemma() const { return m_.architecture.rfind("gemma", 0) == 0; }
+  // What differs by family (transformers' modeling_<family>.py).
+  bool is_gemma() const { return m_.architecture.rfind("gemma", 0) == 0; }  // (1 + w) norms, GELU, scaled embedding
+  bool softcapping() const { return m_.architecture == "gemma2"; }          // attention and final logit tanh caps
+  bool four_norms() const { return m_.architecture == "gemma2" || m_.architecture.rfind("gemma3", 0) == 0; }
+  bool qk_norm() const { return m_.architecture.rfind("qwen3", 0) == 0 || m_.architecture.rfind("gemma3", 0) == 0; }
   bool lora() const { return o_.method == FinetuneMethod::kLora || o_.method == FinetuneMethod::kQlora; }
   // Tied embeddings are the head: trained wherever the head is.
   bool trainable_embeddings() const {
@@ -114,6 +118,13 @@ class Builder {
   bool hook_input_grads() const { return o_.checkpointing && !trainable_embeddings(); }
 
   void check() const {
+    static const std::set<std::string, std::less<>> families = {"llama", "mistral", "mixtral", "qwen2",      "qwen3",
+                                                                "gemma", "gemma2",  "gemma3",  "gemma3_text"};
+    if (!families.count(m_.architecture))
+      throw InputError(fmt::format(
+          "{}: architecture '{}' (config.json's model_type, or GGUF's general.architecture) is not one gpumem builds a "
+          "fine-tuning step for: llama, mistral, mixtral, qwen2, qwen3, gemma, gemma2, gemma3",
+          m_.source, m_.architecture));
     if (m_.n_layer == 0 || m_.n_embd == 0 || m_.n_head == 0 || m_.n_vocab == 0)
       throw InputError(m_.source + ": the model's shape is incomplete (layers, hidden size, heads and vocabulary)");
     if (m_.head_dim_v != 0 && m_.head_dim_k != 0 && m_.head_dim_v != m_.head_dim_k)
@@ -223,26 +234,31 @@ class Builder {
   // LlamaRMSNorm: x.to(fp32), pow(2).mean(-1), + eps, rsqrt, x * r,
   // .to(input dtype), weight * x. Gemma's: the same in fp32 throughout, then
   // x * (1 + weight.float()), then type_as(x).
+  // Over the last dimension of `rows` x `width` values: the hidden size,
+  // or a head's for the q/k norms of Qwen 3 and Gemma 3.
   int rms_norm(const std::string& path, const std::string& weight_name, int x, bool trainable) {
-    const uint64_t E = m_.n_embd;
-    const int w = param(weight_name, {E}, trainable);
+    return rms_norm(path, weight_name, x, trainable, b_ * s_, m_.n_embd);
+  }
+  int rms_norm(const std::string& path, const std::string& weight_name, int x, bool trainable, uint64_t rows,
+               uint64_t width) {
+    const DType f32 = DType::Float;
+    const int w = param(weight_name, {width}, trainable);
     int x32 = x;
-    if (adt_ != DType::Float) x32 = op("Cast", path + "/to_float", {x}, act({b_, s_, E}, DType::Float));
-    const int sq = op("Pow", path + "/pow", {x32, -1}, act({b_, s_, E}, DType::Float));
+    if (adt_ != f32) x32 = op("Cast", path + "/to_float", {x}, act({rows, width}, f32));
+    const int sq = op("Pow", path + "/pow", {x32, -1}, act({rows, width}, f32));
     const bool old_mean = o_.train.torch && o_.train.torch->before(2, 0);
-    const int mean =
-        op(old_mean ? "mean_keeping_input" : "ReduceMean", path + "/mean", {sq}, act({b_, s_, 1}, DType::Float));
-    const int eps = op("Add", path + "/add_eps", {mean, -1}, act({b_, s_, 1}, DType::Float));
-    const int r = op("rsqrt", path + "/rsqrt", {eps}, act({b_, s_, 1}, DType::Float));
-    int y = op("Mul", path + "/mul", {x32, r}, act({b_, s_, E}, DType::Float));
+    const int mean = op(old_mean ? "mean_keeping_input" : "ReduceMean", path + "/mean", {sq}, act({rows, 1}, f32));
+    const int eps = op("Add", path + "/add_eps", {mean, -1}, act({rows, 1}, f32));
+    const int r = op("rsqrt", path + "/rsqrt", {eps}, act({rows, 1}, f32));
+    int y = op("Mul", path + "/mul", {x32, r}, act({rows, width}, f32));
     if (is_gemma()) {
-      const int w1 = op("Add", path + "/one_plus_weight", {w, -1}, act({E}, DType::Float));
-      y = op("Mul", path + "/mul_weight", {y, w1}, act({b_, s_, E}, DType::Float));
-      if (adt_ != DType::Float) y = op("Cast", path + "/type_as", {y}, act({b_, s_, E}));
+      const int w1 = op("Add", path + "/one_plus_weight", {w, -1}, act({width}, f32));
+      y = op("Mul", path + "/mul_weight", {y, w1}, act({rows, width}, f32));
+      if (adt_ != f32) y = op("Cast", path + "/type_as", {y}, act({rows, width}));
       return y;
     }
-    if (adt_ != DType::Float) y = op("Cast", path + "/to_input_dtype", {y}, act({b_, s_, E}));
-    return op("Mul", path + "/mul_weight", {w, y}, act({b_, s_, E}));
+    if (adt_ != f32) y = op("Cast", path + "/to_input_dtype", {y}, act({rows, width}));
+    return op("Mul", path + "/mul_weight", {w, y}, act({rows, width}));
   }
 
   bool targeted(const std::string& short_name) const {
@@ -310,8 +326,13 @@ class Builder {
     const int q = linear(am + ".q_proj", ap + "/q_proj", "q", xn, tokens_, E, H * hd_, trainable, bias);
     const int k = linear(am + ".k_proj", ap + "/k_proj", "k", xn, tokens_, E, K * hd_, trainable, bias);
     const int v = linear(am + ".v_proj", ap + "/v_proj", "v", xn, tokens_, E, K * hd_, trainable, bias);
-    const int qt = view(ap + "/q_heads", q, {b_, H, s_, hd_});
-    const int kt = view(ap + "/k_heads", k, {b_, K, s_, hd_});
+    int qh = q, kh = k;
+    if (qk_norm()) {
+      qh = rms_norm(ap + "/q_norm", am + ".q_norm.weight", q, trainable, tokens_ * H, hd_);
+      kh = rms_norm(ap + "/k_norm", am + ".k_norm.weight", k, trainable, tokens_ * K, hd_);
+    }
+    const int qt = view(ap + "/q_heads", qh, {b_, H, s_, hd_});
+    const int kt = view(ap + "/k_heads", kh, {b_, K, s_, hd_});
     int vt = view(ap + "/v_heads", v, {b_, K, s_, hd_});
     const int qr = rope(ap + "/rope_q", qt, H);
     int kr = rope(ap + "/rope_k", kt, K);
@@ -325,7 +346,7 @@ class Builder {
       const std::vector<uint64_t> sd = {b_, H, s_, s_};
       int scores = op("MatMul", ap + "/qk", {qr, kr}, act(sd));
       scores = op("Mul", ap + "/scale", {scores, -1}, act(sd));
-      if (is_gemma()) scores = softcap(ap + "/attn_logit_softcapping", scores, sd);
+      if (softcapping()) scores = softcap(ap + "/attn_logit_softcapping", scores, sd);
       scores = op("Add", ap + "/mask", {scores, mask_}, act(sd));
       int probs = op("Softmax", ap + "/softmax", {scores}, act(sd, DType::Float));
       if (adt_ != DType::Float) probs = op("Cast", ap + "/softmax_to", {probs}, act(sd));
@@ -388,15 +409,15 @@ class Builder {
     const std::string lp = fmt::format("/model/layers.{}", i), mp = fmt::format("model.layers.{}", i);
     out_.layer_modules.push_back(mp);
     const bool t = trainable_layer(i);
-    const bool gemma = is_gemma();
     int xn = rms_norm(lp + "/input_layernorm", mp + ".input_layernorm.weight", h, t);
     int a = attention(lp, mp, xn, t);
-    if (gemma) a = rms_norm(lp + "/post_attention_layernorm", mp + ".post_attention_layernorm.weight", a, t);
+    const bool four = four_norms();
+    if (four) a = rms_norm(lp + "/post_attention_layernorm", mp + ".post_attention_layernorm.weight", a, t);
     h = op("Add", lp + "/residual_attn", {h, a}, act({b_, s_, m_.n_embd}));
-    xn = rms_norm(lp + (gemma ? "/pre_feedforward_layernorm" : "/post_attention_layernorm"),
-                  mp + (gemma ? ".pre_feedforward_layernorm.weight" : ".post_attention_layernorm.weight"), h, t);
+    xn = rms_norm(lp + (four ? "/pre_feedforward_layernorm" : "/post_attention_layernorm"),
+                  mp + (four ? ".pre_feedforward_layernorm.weight" : ".post_attention_layernorm.weight"), h, t);
     int f = m_.n_expert > 1 ? moe(lp, mp, xn, t) : mlp(lp + "/mlp", mp + ".mlp", xn, tokens_, t);
-    if (gemma) f = rms_norm(lp + "/post_feedforward_layernorm", mp + ".post_feedforward_layernorm.weight", f, t);
+    if (four) f = rms_norm(lp + "/post_feedforward_layernorm", mp + ".post_feedforward_layernorm.weight", f, t);
     return op("Add", lp + "/residual_mlp", {h, f}, act({b_, s_, m_.n_embd}));
   }
 

@@ -47,6 +47,36 @@ TEST(Finetune, LoraTrainsWhatPeftCounts) {
   EXPECT_EQ(l2.total_parameters, 6742609920u);
 }
 
+TEST(Finetune, EachFamilysOwnPieces) {
+  // Qwen3 14B: q and k norms per head; its checkpoint's 29,536,614,400
+  // bytes of bf16 are 14,768,307,200 parameters, plus the adapters.
+  FinetuneOptions o;
+  o.seq = 512;
+  const FinetuneStep qwen3 = predict_finetune(config("qwen3-14b"), o);
+  EXPECT_EQ(qwen3.total_parameters - qwen3.trainable_parameters, 14768307200u);
+  const auto has = [](const FinetuneStep& f, const std::string& part) {
+    return std::any_of(f.step.op_names.begin(), f.step.op_names.end(),
+                       [&](const std::string& n) { return n.find(part) != std::string::npos; });
+  };
+  EXPECT_TRUE(has(qwen3, "/q_norm/"));
+  EXPECT_FALSE(has(qwen3, "softcapping"));
+  // Gemma 2: four norms a layer and tanh soft-capping of the scores (eager)
+  // and of the logits.
+  o.attention = Attention::kEager;
+  const FinetuneStep gemma2 = predict_finetune(config("gemma-2-9b"), o);
+  EXPECT_TRUE(has(gemma2, "/attn_logit_softcapping/"));
+  EXPECT_TRUE(has(gemma2, "/final_logit_softcapping/"));
+  EXPECT_TRUE(has(gemma2, "/post_feedforward_layernorm/"));
+  EXPECT_FALSE(has(gemma2, "/q_norm/"));
+  // A family gpumem builds no step for is named.
+  try {
+    predict_finetune(config("qwen3-235b-a22b"), o);
+    FAIL() << "qwen3_moe was sized";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("qwen3_moe"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Finetune, QloraKeepsTheBaseInNf4AndTheRestAsStored) {
   // Llama-3 8B: the 7 linear layers of 32 blocks in NF4 (half a byte a
   // value, an fp32 absmax per 64), the embeddings, head and norms in bf16.
