@@ -21,7 +21,12 @@ const std::map<std::string, train::Optimizer>& optimizers() {
                                                                 {"adam", train::Optimizer::kAdam},
                                                                 {"adamw", train::Optimizer::kAdamW},
                                                                 {"adafactor", train::Optimizer::kAdafactor},
-                                                                {"adam8bit", train::Optimizer::kAdam8bit}};
+                                                                {"adam8bit", train::Optimizer::kAdam8bit},
+                                                                // bitsandbytes' AdamW8bit and PagedAdamW8bit keep the
+                                                                // same 8-bit states; paged ones stay on the GPU until
+                                                                // memory runs short.
+                                                                {"adamw8bit", train::Optimizer::kAdam8bit},
+                                                                {"paged-adamw8bit", train::Optimizer::kAdam8bit}};
   return names;
 }
 
@@ -44,7 +49,8 @@ std::vector<std::string> keys(const Map& map) {
 
 void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
   cmd.add_option("--optimizer", flags.optimizer,
-                 "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit (default adamw)")
+                 "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit | adamw8bit | paged-adamw8bit (the 8-bit "
+                 "ones: bitsandbytes' states) (default adamw)")
       ->check(CLI::IsMember(keys(optimizers())));
   auto precision_names = keys(precisions());
   if (precision_auto) precision_names.push_back("auto");
