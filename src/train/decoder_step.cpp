@@ -101,6 +101,7 @@ class Builder {
   bool is_gemma() const { return m_.architecture.rfind("gemma", 0) == 0; }  // (1 + w) norms, GELU, scaled embedding
   bool softcapping() const { return m_.architecture == "gemma2"; }          // attention and final logit tanh caps
   bool four_norms() const { return m_.architecture == "gemma2" || m_.architecture.rfind("gemma3", 0) == 0; }
+  bool fused() const { return m_.architecture == "phi3"; }  // qkv_proj and gate_up_proj
   bool qk_norm() const { return m_.architecture.rfind("qwen3", 0) == 0 || m_.architecture.rfind("gemma3", 0) == 0; }
   bool lora() const { return o_.method == FinetuneMethod::kLora || o_.method == FinetuneMethod::kQlora; }
   // Tied embeddings are the head: trained wherever the head is.
@@ -118,12 +119,12 @@ class Builder {
   bool hook_input_grads() const { return o_.checkpointing && !trainable_embeddings(); }
 
   void check() const {
-    static const std::set<std::string, std::less<>> families = {"llama", "mistral", "mixtral", "qwen2",      "qwen3",
-                                                                "gemma", "gemma2",  "gemma3",  "gemma3_text"};
+    static const std::set<std::string, std::less<>> families = {"llama", "mistral", "mixtral", "qwen2",       "qwen3",
+                                                                "gemma", "gemma2",  "gemma3",  "gemma3_text", "phi3"};
     if (!families.count(m_.architecture))
       throw InputError(fmt::format(
           "{}: architecture '{}' (config.json's model_type, or GGUF's general.architecture) is not one gpumem builds a "
-          "fine-tuning step for: llama, mistral, mixtral, qwen2, qwen3, gemma, gemma2, gemma3",
+          "fine-tuning step for: llama, mistral, mixtral, qwen2, qwen3, gemma, gemma2, gemma3, phi3",
           m_.source, m_.architecture));
     if (m_.n_layer == 0 || m_.n_embd == 0 || m_.n_head == 0 || m_.n_vocab == 0)
       throw InputError(m_.source + ": the model's shape is incomplete (layers, hidden size, heads and vocabulary)");
@@ -261,8 +262,16 @@ class Builder {
     return op("Mul", path + "/mul_weight", {w, y}, act({rows, width}));
   }
 
+  // Phi-3's fused projections carry an adapter when any of their parts is
+  // a target (peft's qkv_proj, gate_up_proj).
   bool targeted(const std::string& short_name) const {
-    return lora() && std::find(o_.lora_targets.begin(), o_.lora_targets.end(), short_name) != o_.lora_targets.end();
+    const auto listed = [&](const char* name) {
+      return std::find(o_.lora_targets.begin(), o_.lora_targets.end(), name) != o_.lora_targets.end();
+    };
+    if (!lora()) return false;
+    if (short_name == "qkv") return listed("q") || listed("k") || listed("v");
+    if (short_name == "gate_up") return listed("gate") || listed("up");
+    return listed(short_name.c_str());
   }
 
   // nn.Linear (bias where the family has one), with peft's LoRA adapter
@@ -323,9 +332,18 @@ class Builder {
     const uint64_t E = m_.n_embd, H = m_.n_head, K = std::max<uint32_t>(1, m_.n_head_kv);
     const bool bias = m_.architecture == "qwen2" || m_.architecture == "qwen2_moe";
     const std::string ap = lp + "/self_attn", am = mp + ".self_attn";
-    const int q = linear(am + ".q_proj", ap + "/q_proj", "q", xn, tokens_, E, H * hd_, trainable, bias);
-    const int k = linear(am + ".k_proj", ap + "/k_proj", "k", xn, tokens_, E, K * hd_, trainable, bias);
-    const int v = linear(am + ".v_proj", ap + "/v_proj", "v", xn, tokens_, E, K * hd_, trainable, bias);
+    int q, k, v;
+    if (fused()) {
+      // Phi-3's qkv_proj: one matmul, q, k and v slices of its output.
+      const int qkv = linear(am + ".qkv_proj", ap + "/qkv_proj", "qkv", xn, tokens_, E, (H + 2 * K) * hd_, trainable);
+      q = view(ap + "/q_slice", qkv, {tokens_, H * hd_});
+      k = view(ap + "/k_slice", qkv, {tokens_, K * hd_});
+      v = view(ap + "/v_slice", qkv, {tokens_, K * hd_});
+    } else {
+      q = linear(am + ".q_proj", ap + "/q_proj", "q", xn, tokens_, E, H * hd_, trainable, bias);
+      k = linear(am + ".k_proj", ap + "/k_proj", "k", xn, tokens_, E, K * hd_, trainable, bias);
+      v = linear(am + ".v_proj", ap + "/v_proj", "v", xn, tokens_, E, K * hd_, trainable, bias);
+    }
     int qh = q, kh = k;
     if (qk_norm()) {
       qh = rms_norm(ap + "/q_norm", am + ".q_norm.weight", q, trainable, tokens_ * H, hd_);
@@ -361,9 +379,18 @@ class Builder {
 
   int mlp(const std::string& path, const std::string& module, int x, uint64_t rows, bool trainable) {
     const uint64_t E = m_.n_embd, F = m_.n_ff;
-    const int gate = linear(module + ".gate_proj", path + "/gate_proj", "gate", x, rows, E, F, trainable);
+    int gate, up;
+    if (fused()) {
+      // Phi-3's gate_up_proj: one matmul, chunked into gate and up views.
+      const int both =
+          linear(module + ".gate_up_proj", path + "/gate_up_proj", "gate_up", x, rows, E, 2 * F, trainable);
+      gate = view(path + "/gate_chunk", both, {rows, F});
+      up = view(path + "/up_chunk", both, {rows, F});
+    } else {
+      gate = linear(module + ".gate_proj", path + "/gate_proj", "gate", x, rows, E, F, trainable);
+    }
     const int a = op(is_gemma() ? "gelu" : "silu", path + "/act", {gate}, act({rows, F}));
-    const int up = linear(module + ".up_proj", path + "/up_proj", "up", x, rows, E, F, trainable);
+    if (!fused()) up = linear(module + ".up_proj", path + "/up_proj", "up", x, rows, E, F, trainable);
     const int prod = op("Mul", path + "/mul", {a, up}, act({rows, F}));
     return linear(module + ".down_proj", path + "/down_proj", "down", prod, rows, F, E, trainable);
   }

@@ -194,6 +194,18 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     }
     plan.changes.push_back({c.what, c.cost, changed.device.device_bytes(), changed.fits});
   }
+  // On one GPU, more GPUs under ZeRO-3 (the engine shards everything).
+  if (parallel.gpus <= 1) {
+    for (const int gpus : {2, 4, 8}) {
+      FinetuneParallel more;
+      more.gpus = gpus;
+      more.strategy = Strategy::kZero3;
+      const uint64_t device = per_gpu(model, plan.step, more).device_bytes;
+      plan.changes.push_back({fmt::format("--gpus {} --strategy zero3", gpus), "more GPUs, the model sharded over them",
+                              device, device <= gpu_bytes});
+      if (device <= gpu_bytes) break;  // the fewest GPUs that fit
+    }
+  }
   // Over several GPUs, the engine's sharding is a lever too.
   if (parallel.gpus > 1) {
     const std::pair<Strategy, const char*> shardings[] = {{Strategy::kZero2, "--strategy zero2"},

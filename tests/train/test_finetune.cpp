@@ -68,6 +68,15 @@ TEST(Finetune, EachFamilysOwnPieces) {
   EXPECT_TRUE(has(gemma2, "/final_logit_softcapping/"));
   EXPECT_TRUE(has(gemma2, "/post_feedforward_layernorm/"));
   EXPECT_FALSE(has(gemma2, "/q_norm/"));
+  // Phi-3: fused qkv_proj and gate_up_proj, 3,821,079,552 parameters (its
+  // model card's 3.8B); LoRA on q and v puts one adapter on qkv_proj.
+  o.attention = Attention::kSdpa;
+  o.lora_targets = {"q", "v"};
+  const FinetuneStep phi3 = predict_finetune(config("phi-3-mini-4k-instruct"), o);
+  EXPECT_EQ(phi3.total_parameters - phi3.trainable_parameters, 3821079552u);
+  EXPECT_EQ(phi3.trainable_parameters, 32ull * 16 * (3072 + 3 * 3072));
+  EXPECT_TRUE(has(phi3, "/qkv_proj/"));
+  EXPECT_TRUE(has(phi3, "/gate_up_proj/"));
   // A family gpumem builds no step for is named.
   try {
     predict_finetune(config("qwen3-235b-a22b"), o);
