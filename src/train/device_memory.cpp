@@ -49,7 +49,7 @@ DeviceMemory device_memory(const TrainingStep& step, uint64_t budget) {
     d.runs_out = budget > 0 && d.device_bytes() > budget;
     return d;
   }
-  const trace::Trace t = step_trace(step);
+  const trace::Trace t = step_trace(step, /*contexts=*/false);
   const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, 0, /*strict=*/true);
   auto replay = [&](uint64_t capacity) { return trace::replay_policy(t, lifetimes, d.allocator, capacity); };
   if (budget > 0) {

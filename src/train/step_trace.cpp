@@ -6,7 +6,7 @@
 
 namespace gpumem::train {
 
-trace::Trace step_trace(const TrainingStep& step) {
+trace::Trace step_trace(const TrainingStep& step, bool contexts) {
   trace::Trace t;
   t.format = "gpumem-history";
   t.source = step.model + " (predicted training step)";
@@ -39,7 +39,7 @@ trace::Trace step_trace(const TrainingStep& step) {
     e.time_ns = time_ns;
     live += action == trace::Action::kAlloc ? e.size : -e.size;
     e.total_allocated = live;
-    e.context = t.intern(trace::Context{fmt::format("{}: {}", to_string(a.phase), a.op), {}});
+    if (contexts) e.context = t.intern(trace::Context{fmt::format("{}: {}", to_string(a.phase), a.op), {}});
     t.events.push_back(e);
   };
   for (int time = 0; time < step.end_time; ++time) {

@@ -157,6 +157,8 @@ TrainingStep predict_training_step(const Model& model, const TrainOptions& optio
 // The step as a gpumem trace: one alloc and one free event per allocation,
 // in time order, with "<phase>: <op>" as context, on device 0. What is
 // resident before the step is allocated first.
-trace::Trace step_trace(const TrainingStep& step);
+// Without `contexts` the events carry none: what a replay needs, at a
+// fraction of the cost.
+trace::Trace step_trace(const TrainingStep& step, bool contexts = true);
 
 }  // namespace gpumem::train
