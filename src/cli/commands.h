@@ -19,6 +19,7 @@ Action add_weights_command(CLI::App& app);
 Action add_quantize_command(CLI::App& app);
 Action add_llm_command(CLI::App& app);
 Action add_finetune_command(CLI::App& app);
+Action add_explain_oom_command(CLI::App& app);
 Action add_serve_sim_command(CLI::App& app);
 Action add_exporter_command(CLI::App& app);
 Action add_report_command(CLI::App& app);

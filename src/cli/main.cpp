@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   const gpumem::cli::Action quantize = gpumem::cli::add_quantize_command(app);
   const gpumem::cli::Action llm = gpumem::cli::add_llm_command(app);
   const gpumem::cli::Action finetune = gpumem::cli::add_finetune_command(app);
+  const gpumem::cli::Action explain_oom = gpumem::cli::add_explain_oom_command(app);
   const gpumem::cli::Action serve_sim = gpumem::cli::add_serve_sim_command(app);
   const gpumem::cli::Action exporter = gpumem::cli::add_exporter_command(app);
   const gpumem::cli::Action report = gpumem::cli::add_report_command(app);
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("quantize")) return quantize();
     if (app.got_subcommand("llm")) return llm();
     if (app.got_subcommand("finetune")) return finetune();
+    if (app.got_subcommand("explain-oom")) return explain_oom();
     if (app.got_subcommand("serve-sim")) return serve_sim();
     if (app.got_subcommand("exporter")) return exporter();
     if (app.got_subcommand("report")) return report();

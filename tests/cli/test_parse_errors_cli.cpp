@@ -33,12 +33,12 @@ TEST(CliParseErrors, MisspeltCommandsGetTheRightOne) {
             "stats`?\n");
   EXPECT_EQ(one_line_error("stats " + trace("resnet18_train.json")),
             "gpumem: error: unknown command 'stats' (commands: inspect, plan, trace, replay, train, fit, weights, "
-            "quantize, llm, finetune, serve-sim, exporter, report); did you mean `gpumem trace stats`?\n");
+            "quantize, llm, finetune, explain-oom, serve-sim, exporter, report); did you mean `gpumem trace stats`?\n");
   EXPECT_NE(one_line_error("inpsect x.onnx").find("did you mean `gpumem inspect`?"), std::string::npos);
   EXPECT_EQ(one_line_error("frobnicate").find("did you mean"), std::string::npos);
   EXPECT_EQ(one_line_error(""),
             "gpumem: error: give a command: inspect, plan, trace, replay, train, fit, weights, quantize, llm, "
-            "finetune, serve-sim, exporter, report (see "
+            "finetune, explain-oom, serve-sim, exporter, report (see "
             "`gpumem --help`)\n");
 }
 
