@@ -79,11 +79,16 @@ std::optional<OomMessage> parse_oom_message(const std::string& text) {
     m.reserved_bytes = size_before(s, "reserved in total by PyTorch");
     m.wording = "pytorch-1";
     if (!m.reserved_bytes) {
-      m.reserved_bytes = size_before(s, "cached");
-      if (m.reserved_bytes) m.wording = "pytorch-1-cached";
-    }
-    if (m.reserved_bytes && m.allocated_bytes && *m.reserved_bytes >= *m.allocated_bytes)
+      // Before 1.4 the last figure was "cached": the cache beyond what is
+      // allocated (it is often smaller than the allocated figure).
+      m.reserved_unallocated_bytes = size_before(s, "cached");
+      if (m.reserved_unallocated_bytes) {
+        m.wording = "pytorch-1-cached";
+        if (m.allocated_bytes) m.reserved_bytes = *m.allocated_bytes + *m.reserved_unallocated_bytes;
+      }
+    } else if (m.allocated_bytes && *m.reserved_bytes >= *m.allocated_bytes) {
       m.reserved_unallocated_bytes = *m.reserved_bytes - *m.allocated_bytes;
+    }
     return m;
   }
   if (m.requested_bytes) {
