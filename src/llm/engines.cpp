@@ -184,8 +184,8 @@ EngineRules engine_rules(const std::string& spec) {
       EngineRules llama = engine_rules("llama.cpp");
       llama.name = "ollama";
       llama.version = v ? version_text(*v) : "newest";
+      llama.changes = fmt::format("{} (llama.cpp {})", row->changed, llama.releases);
       llama.releases = fmt::format("{} and later", row->first_name);
-      llama.changes = fmt::format("{} (llama.cpp {})", row->changed, engine_rules("llama.cpp").releases);
       return llama;
     }
     e.kind = EngineKind::kOllama;

@@ -59,11 +59,15 @@ struct Evaluated {
   bool fits = false;
 };
 
+bool fits_on(const DeviceMemory& device, uint64_t gpu) {
+  return gpu != 0 && !device.runs_out && device.device_bytes() <= gpu;
+}
+
 Evaluated evaluate(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t gpu) {
   Evaluated e;
   e.step = predict_finetune(model, options);
   e.device = device_memory(e.step.step, gpu);
-  e.fits = gpu != 0 && !e.device.runs_out && e.device.device_bytes() <= gpu;
+  e.fits = fits_on(e.device, gpu);
   return e;
 }
 
@@ -74,8 +78,7 @@ bool fits(const llm::LlmModel& model, const FinetuneOptions& options, uint64_t g
   const FinetuneStep step = predict_finetune(model, options);
   if (parallel.gpus > 1) return per_gpu(model, step, parallel).device_bytes <= gpu;
   if (step.step.peak_bytes + step_overhead(step.step.options) > gpu) return false;
-  const DeviceMemory device = device_memory(step.step, gpu);
-  return !device.runs_out && device.device_bytes() <= gpu;
+  return fits_on(device_memory(step.step, gpu), gpu);
 }
 
 // The largest x in [lo, hi] with ok(x), given ok is monotone; nullopt
