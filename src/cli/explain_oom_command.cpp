@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <iostream>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -7,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -38,8 +38,9 @@ Action add_explain_oom_command(CLI::App& app) {
     if (from_stdin) {
       // At most 64 MiB: a message, or the log around it.
       char buffer[65536];
-      while (std::cin.read(buffer, sizeof buffer) || std::cin.gcount() > 0) {
-        text.append(buffer, static_cast<size_t>(std::cin.gcount()));
+      size_t got = 0;
+      while ((got = std::fread(buffer, 1, sizeof buffer, in())) > 0) {
+        text.append(buffer, got);
         if (text.size() > (64ull << 20))
           throw InputError("<stdin>: more than 64 MiB, more than a log holding an error message");
       }
@@ -66,13 +67,13 @@ Action add_explain_oom_command(CLI::App& app) {
       doc["diagnosis"] = to_string(e.diagnosis);
       doc["meaning"] = e.meaning;
       doc["advice"] = e.advice;
-      std::fputs((doc.dump(2) + "\n").c_str(), stdout);
+      std::fputs((doc.dump(2) + "\n").c_str(), out());
       return kExitOk;
     }
-    std::string out = "Diagnosis   " + std::string(to_string(e.diagnosis)) + "\n";
-    out += "            " + e.meaning + "\n";
-    for (const auto& a : e.advice) out += "Try         " + a + "\n";
-    std::fputs(out.c_str(), stdout);
+    std::string text_out = "Diagnosis   " + std::string(to_string(e.diagnosis)) + "\n";
+    text_out += "            " + e.meaning + "\n";
+    for (const auto& a : e.advice) text_out += "Try         " + a + "\n";
+    std::fputs(text_out.c_str(), out());
     return kExitOk;
   };
 }

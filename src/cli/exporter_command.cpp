@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/size_flag.h"
+#include "cli/streams.h"
 #include "gpumem/alloc/config.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
@@ -95,7 +96,7 @@ Action add_exporter_command(CLI::App& app) {
       if (!args->simulate.empty()) std::this_thread::sleep_for(options.interval);
       monitor::MetricsCollector collector(gpus.get(), options);
       collector.refresh();
-      std::fputs(monitor::to_text(collector.Collect()).c_str(), stdout);
+      std::fputs(monitor::to_text(collector.Collect()).c_str(), out());
       return 0;
     }
 
@@ -103,7 +104,7 @@ Action add_exporter_command(CLI::App& app) {
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
     std::fprintf(
-        stderr, "gpumem exporter: serving http://%s:%d/metrics every %s; GPUs: %s\n",
+        err(), "gpumem exporter: serving http://%s:%d/metrics every %s; GPUs: %s\n",
         options.listen.front() == ':' ? "0.0.0.0" : options.listen.substr(0, options.listen.rfind(':')).c_str(),
         exporter.port(), args->interval.c_str(), gpu_note.c_str());
     exporter.run(g_stop);

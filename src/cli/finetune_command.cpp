@@ -9,6 +9,7 @@
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/step_flags.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/report/finetune_report.h"
@@ -123,9 +124,9 @@ Action add_finetune_command(CLI::App& app) {
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, plan.step.step);
     if (!args->html.empty()) write_html(args->html, report::train_html(plan.step.step));
     if (args->json) {
-      std::fputs((finetune_to_json(plan, args->top).dump(2) + "\n").c_str(), stdout);
+      std::fputs((finetune_to_json(plan, args->top).dump(2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_finetune_text(plan, args->top).c_str(), stdout);
+      std::fputs(render_finetune_text(plan, args->top).c_str(), out());
     }
     return gpu != 0 && !plan.fits ? kExitDoesNotFit : kExitOk;
   };

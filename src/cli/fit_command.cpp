@@ -9,6 +9,7 @@
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/step_flags.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/report/fit_report.h"
@@ -79,9 +80,9 @@ Action add_fit_command(CLI::App& app) {
     }
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, fit.step);
     if (args->json) {
-      std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), stdout);
+      std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_fit_text(fit).c_str(), stdout);
+      std::fputs(render_fit_text(fit).c_str(), out());
     }
     return fit.fits ? kExitOk : kExitDoesNotFit;
   };

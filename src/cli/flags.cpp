@@ -1,4 +1,5 @@
 #include "cli/flags.h"
+#include "cli/streams.h"
 
 #include <charconv>
 #include <cstdio>
@@ -54,7 +55,7 @@ CLI::Option* add_renamed_flag(CLI::App& cmd, const std::string& old_name, const 
       .add_option_function<std::string>(
           old_name,
           [&value, old_name, new_name](const std::string& text) {
-            std::fprintf(stderr, "gpumem: note: %s is now %s, the same flag on every command\n", old_name.c_str(),
+            std::fprintf(err(), "gpumem: note: %s is now %s, the same flag on every command\n", old_name.c_str(),
                          new_name.c_str());
             value = text;
           },

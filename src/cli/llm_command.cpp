@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/size_flag.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/report/llm_report.h"
@@ -85,9 +86,9 @@ Action add_llm_command(CLI::App& app) {
       const llm::LlmModel model = llm::load_llm_model(args->model);
       const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
       if (args->json) {
-        std::fputs((vllm_to_json(model, sizing).dump(2) + "\n").c_str(), stdout);
+        std::fputs((vllm_to_json(model, sizing).dump(2) + "\n").c_str(), out());
       } else {
-        std::fputs(render_vllm_text(model, sizing).c_str(), stdout);
+        std::fputs(render_vllm_text(model, sizing).c_str(), out());
       }
       return sizing.fits ? kExitOk : kExitDoesNotFit;
     }
@@ -109,9 +110,9 @@ Action add_llm_command(CLI::App& app) {
     r.engine = engine;
     const llm::LlmPlan plan = llm::plan_llm(llm::load_llm_model(args->model), r);
     if (args->json) {
-      std::fputs((llm_to_json(plan).dump(2) + "\n").c_str(), stdout);
+      std::fputs((llm_to_json(plan).dump(2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_llm_text(plan).c_str(), stdout);
+      std::fputs(render_llm_text(plan).c_str(), out());
     }
     return plan.fits ? kExitOk : kExitDoesNotFit;
   };

@@ -1,4 +1,5 @@
 #include "cli/output_files.h"
+#include "cli/streams.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -30,7 +31,7 @@ void announce_written(const std::string& path, std::string_view what) {
   std::fputs(
       fmt::format("gpumem: wrote {} ({}{})\n", printable(path), what, ec ? std::string() : ", " + format_bytes(size))
           .c_str(),
-      stderr);
+      err());
 }
 
 }  // namespace gpumem::cli

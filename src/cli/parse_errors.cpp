@@ -1,7 +1,9 @@
 #include "cli/parse_errors.h"
+#include "cli/streams.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -152,7 +154,13 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
 int report_parse_error(CLI::App& app, const CLI::ParseError& error, const std::vector<std::string>& args) {
   if (dynamic_cast<const CLI::CallForHelp*>(&error) || dynamic_cast<const CLI::CallForAllHelp*>(&error) ||
       dynamic_cast<const CLI::CallForVersion*>(&error)) {
-    return app.exit(error);
+    // Help and version go where the command's output goes (memory, in Python).
+    std::ostringstream help;
+    std::ostringstream problem;
+    const int code = app.exit(error, help, problem);
+    std::fputs(help.str().c_str(), out());
+    std::fputs(problem.str().c_str(), err());
+    return code;
   }
   std::string path;
   CLI::App* at = deepest(app, path);
@@ -167,7 +175,7 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& error, const std::v
   } else {
     message = error.what();
   }
-  std::fputs(fmt::format("gpumem: error: {}{}\n", path.empty() ? "" : path + ": ", message).c_str(), stderr);
+  std::fputs(fmt::format("gpumem: error: {}{}\n", path.empty() ? "" : path + ": ", message).c_str(), err());
   return kExitBadInput;
 }
 

@@ -9,6 +9,7 @@
 #include "cli/model_flags.h"
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -62,7 +63,7 @@ Action add_plan_command(CLI::App& app) {
   return [args, cmd]() {
     if (!args->validate.empty()) {
       const plan::ValidationReport report = plan::validate_plan_file(args->validate);
-      std::fputs(render_validation_text(report).c_str(), report.violation ? stderr : stdout);
+      std::fputs(render_validation_text(report).c_str(), report.violation ? err() : out());
       return report.violation ? kExitInvalidPlan : kExitOk;
     }
     if (args->input.empty()) throw InputError("plan: give an INPUT file, or --validate PLAN.csv");
@@ -92,9 +93,9 @@ Action add_plan_command(CLI::App& app) {
     if (!args->output.empty())
       write_output(args->output, plan::write_csv(report.problem, report.result.plan.offsets), "plan CSV");
     if (args->json) {
-      std::fputs((plan_to_json(report).dump(2) + "\n").c_str(), stdout);
+      std::fputs((plan_to_json(report).dump(2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_plan_text(report).c_str(), stdout);
+      std::fputs(render_plan_text(report).c_str(), out());
     }
     if (!args->html.empty()) write_html(args->html, report::plan_html(report));
     return report.fits ? kExitOk : kExitDoesNotFit;

@@ -10,6 +10,7 @@
 #include "cli/flags.h"
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/report/html_reports.h"
@@ -62,10 +63,10 @@ Action add_replay_command(CLI::App& app) {
     const trace::ReplayReport report = trace::replay(t, options);
     if (!args->html.empty()) write_html(args->html, report::trace_html(t, nullptr, &report));
     if (args->json)
-      std::printf("%s\n", replay_to_json(report).dump(2).c_str());
+      std::fprintf(out(), "%s\n", replay_to_json(report).dump(2).c_str());
     else {
-      for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
-      std::fputs(render_replay_text(report).c_str(), stdout);
+      for (const std::string& w : t.warnings) std::fprintf(err(), "gpumem: warning: %s\n", w.c_str());
+      std::fputs(render_replay_text(report).c_str(), out());
     }
     // As `plan`: with --gpu, exit 3 when nothing replayed fits it.
     return trace::every_policy_runs_out(report) ? kExitDoesNotFit : kExitOk;

@@ -9,6 +9,7 @@
 #include "cli/flags.h"
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -101,7 +102,7 @@ Action add_serve_sim_command(CLI::App& app) {
       if (args->rate > 0) shape.rate_per_s = args->rate;
       const std::string csv = serve::request_trace_csv(serve::generate_trace(shape));
       if (args->output.empty()) {
-        std::fputs(csv.c_str(), stdout);
+        std::fputs(csv.c_str(), out());
       } else {
         write_output(args->output, csv, "request trace CSV");
       }
@@ -150,9 +151,9 @@ Action add_serve_sim_command(CLI::App& app) {
     const serve::ServeSetup setup = serve::serve_setup(model, r, config, time, vllm ? &*vllm : nullptr);
     const serve::ServeSimulation sim = serve::simulate_all(setup, policies, requests);
     if (args->json) {
-      std::fputs((serve_to_json(sim).dump(2) + "\n").c_str(), stdout);
+      std::fputs((serve_to_json(sim).dump(2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_serve_text(sim).c_str(), stdout);
+      std::fputs(render_serve_text(sim).c_str(), out());
     }
     return kExitOk;
   };

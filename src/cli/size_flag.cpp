@@ -1,4 +1,5 @@
 #include "cli/size_flag.h"
+#include "cli/streams.h"
 
 #include <cstdio>
 
@@ -21,7 +22,7 @@ uint64_t parse_size_flag(std::string_view flag, const std::string& text, bool al
             "gpumem: note: {} {} is {} bytes ({}); a GPU sold as \"80GB\" has 80 GiB: write GiB for binary units\n",
             flag, printable(text), format_count(*bytes), format_bytes(*bytes))
             .c_str(),
-        stderr);
+        err());
   }
   return *bytes;
 }

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output_files.h"
+#include "cli/streams.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -70,9 +71,9 @@ Action add_trace_command(CLI::App& app) {
       const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, device, args->strict);
       const trace::TraceStats s = trace::trace_stats(t, lifetimes);
       if (args->json)
-        std::printf("%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
+        std::fprintf(out(), "%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
       else
-        std::fputs(render_trace_stats_text(s, args->input).c_str(), stdout);
+        std::fputs(render_trace_stats_text(s, args->input).c_str(), out());
       if (!args->html.empty()) write_html(args->html, report::trace_html(t, &s, nullptr, &lifetimes));
       return kExitOk;
     }
@@ -81,10 +82,10 @@ Action add_trace_command(CLI::App& app) {
       const trace::TracePlan p =
           trace::plan_last_iteration(trace::extract_lifetimes(t, device, args->strict), args->input, args->time_limit);
       write_output(args->output, alloc::to_json(p.plan), "planned-mode plan");
-      std::printf("Plan of iteration %zu of %zu: %zu requests, %zu from the arena; arena %s (%zu bytes, %s)\n",
-                  p.iteration + 1, p.iterations, p.plan.sizes.size(), p.planned_requests,
-                  format_bytes(p.plan.arena).c_str(), p.plan.arena,
-                  p.plan.proven_optimal ? "proven optimal" : "best found");
+      std::fprintf(out(), "Plan of iteration %zu of %zu: %zu requests, %zu from the arena; arena %s (%zu bytes, %s)\n",
+                   p.iteration + 1, p.iterations, p.plan.sizes.size(), p.planned_requests,
+                   format_bytes(p.plan.arena).c_str(), p.plan.arena,
+                   p.plan.proven_optimal ? "proven optimal" : "best found");
       return kExitOk;
     }
     std::ostringstream out;
@@ -98,7 +99,7 @@ Action add_trace_command(CLI::App& app) {
       out << plan::write_csv(trace::to_problem(trace::extract_lifetimes(t, device, args->strict), t.events.size()), {});
     trace::write_trace_file(args->output, out.str());
     announce_written(args->output, fmt::format("{} trace, {} events", args->to, format_count(t.events.size())));
-    for (const std::string& w : t.warnings) std::fprintf(stderr, "gpumem: warning: %s\n", w.c_str());
+    for (const std::string& w : t.warnings) std::fprintf(err(), "gpumem: warning: %s\n", w.c_str());
     return kExitOk;
   };
 }

@@ -9,6 +9,7 @@
 #include "cli/model_flags.h"
 #include "cli/output_files.h"
 #include "cli/step_flags.h"
+#include "cli/streams.h"
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/train/device_memory.h"
@@ -59,12 +60,12 @@ Action add_train_command(CLI::App& app) {
     const train::TrainingStep step = train::predict_training_step(args->model, o);
     const train::DeviceMemory device = train::device_memory(step);
     for (const auto& w : step.warnings)
-      std::fprintf(stderr, "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());
+      std::fprintf(err(), "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, step);
     if (args->json) {
-      std::fputs((train_to_json(step, device, args->top).dump(2) + "\n").c_str(), stdout);
+      std::fputs((train_to_json(step, device, args->top).dump(2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_train_text(step, device, args->top).c_str(), stdout);
+      std::fputs(render_train_text(step, device, args->top).c_str(), out());
     }
     if (!args->html.empty()) write_html(args->html, report::train_html(step));
     return 0;

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/streams.h"
 #include "gpumem/report/weights_report.h"
 
 namespace gpumem::cli {
@@ -29,12 +30,12 @@ Action add_weights_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/weights.md)");
   return [args]() {
     if (args->no_duplicates)
-      std::fputs("gpumem: note: --no-duplicates is now the default (--duplicates reads the tensor data)\n", stderr);
+      std::fputs("gpumem: note: --no-duplicates is now the default (--duplicates reads the tensor data)\n", err());
     const auto summary = weights::summarize(weights::read_weight_file(args->file), args->duplicates);
     if (args->json) {
-      std::fputs((weights_to_json(summary).dump(2) + "\n").c_str(), stdout);
+      std::fputs((weights_to_json(summary).dump(2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_weights_text(summary, args->top).c_str(), stdout);
+      std::fputs(render_weights_text(summary, args->top).c_str(), out());
     }
     return 0;
   };
