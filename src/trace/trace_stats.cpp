@@ -286,8 +286,10 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
     r.period_events = event_at(split.end) - event_at(last);
     for (std::size_t i = last; i < split.end; ++i) r.bytes_per_iteration += lifetimes.allocations[i].size;
     // Each iteration's trough: the least live from just before its first
-    // allocation to just before the next iteration's (the last: to the end
-    // of its span).
+    // allocation to just before the next iteration's. The last one spans no
+    // more events than the one before it: what comes after is the loop's
+    // end (its locals freed, the batch and the loss given back), which
+    // would put the last trough below the others and hide a leak.
     std::vector<std::int64_t> live_before(trace.events.size() + 1);
     std::int64_t running = lifetimes.baseline;
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
@@ -297,7 +299,11 @@ TraceStats trace_stats(const Trace& trace, const Lifetimes& lifetimes) {
     live_before[trace.events.size()] = running;
     for (std::size_t k = 0; k < r.iterations; ++k) {
       const std::size_t begin = event_at(split.starts[k]);
-      const std::size_t end = std::max(begin, event_at(k + 1 < r.iterations ? split.starts[k + 1] : split.end));
+      std::size_t end = std::max(begin, event_at(k + 1 < r.iterations ? split.starts[k + 1] : split.end));
+      if (k + 1 == r.iterations && k > 0) {
+        const std::size_t previous = begin - event_at(split.starts[k - 1]);
+        end = std::min(end, begin + previous);
+      }
       std::size_t low = begin;
       for (std::size_t e = begin; e <= end && e < live_before.size(); ++e) {
         if (live_before[e] < live_before[low]) low = e;
