@@ -2,7 +2,9 @@
 // writes it; its wording changed in 2.0 and 2.1).
 #include "gpumem/trace/oom_message.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <regex>
 
 #include <fmt/format.h>
@@ -16,14 +18,26 @@ namespace {
 // "bytes" in 1.x), back to bytes.
 constexpr const char* kSize = R"(([0-9]+(?:\.[0-9]+)?) ?(bytes|B|KiB|MiB|GiB|TiB))";
 
-uint64_t to_bytes(const std::string& number, const std::string& unit) {
-  const double value = std::stod(number);
+// Nothing in a message is trusted: a size past 2^62 bytes (no GPU has it)
+// or a number too long for a double is no size at all.
+std::optional<uint64_t> to_bytes(const std::string& number, const std::string& unit) {
+  const double value = std::strtod(number.c_str(), nullptr);
   double scale = 1;
   if (unit == "KiB") scale = 1024.0;
   if (unit == "MiB") scale = 1024.0 * 1024;
   if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
   if (unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
-  return static_cast<uint64_t>(std::llround(value * scale));
+  const double bytes = value * scale;
+  if (!std::isfinite(bytes) || bytes > 0x1p62) return std::nullopt;
+  return static_cast<uint64_t>(std::llround(bytes));
+}
+
+// A device or process number; -1 (or 0) when it does not fit.
+template <typename T>
+T to_number(const std::string& digits, T otherwise) {
+  T value{};
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  return ec == std::errc() && end == digits.data() + digits.size() ? value : otherwise;
 }
 
 std::optional<uint64_t> size_before(const std::string& text, const std::string& after) {
@@ -56,12 +70,12 @@ std::optional<OomMessage> parse_oom_message(const std::string& text) {
                         std::regex(std::string(R"(GPU ([0-9]+) has a total capac(?:i)?ty of )") + kSize + " of which " +
                                    kSize + " is free"))) {
     m.wording = "pytorch-2";
-    m.device = std::stoi(g[1]);
+    m.device = to_number<int>(g[1], -1);
     m.capacity_bytes = to_bytes(g[2], g[3]);
     m.free_bytes = to_bytes(g[4], g[5]);
     const std::regex process(std::string(R"(Process ([0-9]+) has )") + kSize + " memory in use");
     for (auto it = std::sregex_iterator(s.begin(), s.end(), process); it != std::sregex_iterator(); ++it) {
-      m.processes.emplace_back(std::stoull((*it)[1]), to_bytes((*it)[2], (*it)[3]));
+      m.processes.emplace_back(to_number<uint64_t>((*it)[1], 0), to_bytes((*it)[2], (*it)[3]).value_or(0));
     }
     m.process_bytes = size_after(s, "this process has");
     if (!m.process_bytes && m.processes.size() == 1) m.process_bytes = m.processes.front().second;
@@ -72,7 +86,7 @@ std::optional<OomMessage> parse_oom_message(const std::string& text) {
     return m;
   }
   if (std::regex_search(s, g, std::regex(R"(\(GPU ([0-9]+);)"))) {
-    m.device = std::stoi(g[1]);
+    m.device = to_number<int>(g[1], -1);
     m.capacity_bytes = size_before(s, "total capacity");
     m.allocated_bytes = size_before(s, "already allocated");
     m.free_bytes = size_before(s, "free");
@@ -102,6 +116,7 @@ std::optional<OomMessage> parse_oom_message(const std::string& text) {
 const char* to_string(OomDiagnosis d) {
   switch (d) {
     case OomDiagnosis::kOneHugeRequest: return "one huge request";
+    case OomDiagnosis::kRefusedThoughFree: return "refused though free";
     case OomDiagnosis::kAnotherProcess: return "another process";
     case OomDiagnosis::kFragmentation: return "fragmentation";
     case OomDiagnosis::kSimplyFull: return "simply full";
@@ -147,6 +162,27 @@ OomExplanation explain_oom(const OomMessage& m) {
         "Shrink it: a smaller batch or sequence, fused (SDPA/flash) attention instead of eager, chunked "
         "cross-entropy",
         "Split the work over GPUs (`gpumem fit --gpus N`)"};
+  } else if (m.free_bytes && *m.free_bytes >= requested + std::max<uint64_t>(requested / 8, 128ull << 20)) {
+    // PyTorch measures "free" after it has given its whole cache back to
+    // the driver and retried (pytorch#13751), so free memory well above the
+    // request means this process could not have it. Within 128 MiB or an
+    // eighth of the request, it is the driver's own headroom: simply full.
+    e.diagnosis = OomDiagnosis::kRefusedThoughFree;
+    e.meaning = fmt::format(
+        "The driver reported {} free, more than the {} asked for, after PyTorch had already given its cache back, "
+        "yet the allocation failed: this process cannot have that memory. Usual causes: a cap on the process "
+        "(torch.cuda.set_per_process_memory_fraction, a container's or MIG slice's limit), Windows (WDDM) holding "
+        "part of what it reports free for the desktop, another process allocating at the same moment, or host "
+        "memory exhausted, which makes the driver refuse device memory too.",
+        b(m.free_bytes), b(m.requested_bytes));
+    e.advice = {
+        "Look for a cap: set_per_process_memory_fraction in the code, the MIG slice or the container's GPU "
+        "memory limit",
+        "Check host memory (free -h): with RAM and swap full, device allocations fail as well "
+        "(pytorch#40002)",
+        "On Windows, close other programs that draw on the GPU, or run under Linux or WSL",
+        "Record the failing step (torch.cuda.memory._record_memory_history) and read the snapshot with "
+        "`gpumem trace stats snapshot.pickle`"};
   } else if (outside && *outside > std::max<uint64_t>(3 * gib / 2, capacity / 7)) {
     e.diagnosis = OomDiagnosis::kAnotherProcess;
     e.meaning = fmt::format(

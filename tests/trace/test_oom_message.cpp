@@ -69,6 +69,16 @@ TEST(OomMessage, TheDiagnosisFollowsTheFigures) {
                      "which 30.00 GiB is free. Of the allocated memory 48.00 GiB is allocated by PyTorch, and 1.00 "
                      "GiB is reserved by PyTorch but unallocated."),
             OomDiagnosis::kOneHugeRequest);
+  // pytorch#59778: 2.26 GiB asked, 3.03 GiB free after the cache went back: refused though free.
+  EXPECT_EQ(diagnose("CUDA out of memory. Tried to allocate 2.26 GiB (GPU 0; 6.00 GiB total capacity; 781.59 MiB "
+                     "already allocated; 3.03 GiB free; 1.24 GiB reserved in total by PyTorch)"),
+            OomDiagnosis::kRefusedThoughFree);
+  // 32 MiB asked, 41.56 MiB free: within the driver's headroom, not refused though free.
+  EXPECT_NE(diagnose("CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a total capacty of 4.00 GiB of "
+                     "which 41.56 MiB is free. Including non-PyTorch memory, this process has 3.44 GiB memory in "
+                     "use. Of the allocated memory 2.58 GiB is allocated by PyTorch, and 1.90 MiB is reserved by "
+                     "PyTorch but unallocated."),
+            OomDiagnosis::kRefusedThoughFree);
   EXPECT_EQ(diagnose("RuntimeError: CUDA error: out of memory"), OomDiagnosis::kDriver);
   EXPECT_FALSE(parse_oom_message("RuntimeError: shape mismatch").has_value());
 }

@@ -26,7 +26,14 @@ struct OomMessage {
 // The first out-of-memory message in `text` (a traceback, a log), or nullopt.
 std::optional<OomMessage> parse_oom_message(const std::string& text);
 
-enum class OomDiagnosis : std::uint8_t { kOneHugeRequest, kAnotherProcess, kFragmentation, kSimplyFull, kDriver };
+enum class OomDiagnosis : std::uint8_t {
+  kOneHugeRequest,
+  kRefusedThoughFree,
+  kAnotherProcess,
+  kFragmentation,
+  kSimplyFull,
+  kDriver
+};
 const char* to_string(OomDiagnosis d);
 
 struct OomExplanation {
