@@ -7,11 +7,16 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <system_error>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -84,26 +89,60 @@ bool process_gone(const PublishedStats& block) {
   std::uint64_t start = 0;
   if (!proc_stat(block.pid, state, start)) return false;  // alive as far as we can tell
   if (state == 'Z' || state == 'X') return true;
-  return block.process_start != 0 && start != block.process_start;
+  return start != block.process_start;
+}
+
+// The block in an open file, copied with pread (never mapped: the file's
+// owner may truncate it under us, and a mapping would then fault). Two
+// copies with the same even sequence, or false.
+bool read_block_from_file(int fd, PublishedStats& block) {
+  for (int t = 0; t < 64; ++t) {
+    PublishedStats first;
+    PublishedStats second;
+    if (pread(fd, &first, sizeof first, 0) != static_cast<ssize_t>(sizeof first)) return false;
+    if (first.sequence & 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (pread(fd, &second, sizeof second, 0) != static_cast<ssize_t>(sizeof second)) return false;
+    if (std::memcmp(&first, &second, sizeof first) == 0) {
+      block = first;
+      return true;
+    }
+  }
+  return false;
 }
 
 // Whether the block `name` was written by this very process (another
 // publisher of the same name), rather than left by one that had our pid.
 bool published_by_us(const std::string& name, std::uint64_t start) {
-  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  const int fd = shm_open(name.c_str(), O_RDONLY | O_NOFOLLOW, 0);
   if (fd < 0) return false;
-  struct stat st {};
-  void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(PublishedStats)))
-    p = mmap(nullptr, sizeof(PublishedStats), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return false;
   PublishedStats block;
-  const bool read = read_published_block(static_cast<const PublishedStats*>(p), block);
-  munmap(p, sizeof(PublishedStats));
+  const bool read = read_block_from_file(fd, block);
+  close(fd);
   return read && block.magic == kPublishedStatsMagic && block.pid == static_cast<std::uint64_t>(getpid()) &&
          block.process_start == start;
 }
+
+// The effective user of a live process (/proc/<pid>/status, "Uid:" real,
+// effective, ...), who owns the files it creates. Not the owner of
+// /proc/<pid>: that is root for a process that changed its user.
+std::optional<uid_t> owner_of(std::uint64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) != 0) continue;
+    unsigned long real = 0;
+    unsigned long effective = 0;
+    if (std::sscanf(line.c_str(), "Uid: %lu %lu", &real, &effective) != 2) return std::nullopt;
+    return static_cast<uid_t>(effective);
+  }
+  return std::nullopt;
+}
+
+// What a read decides about one file.
+enum class Verdict { kKeep, kGone, kRejected };
 
 }  // namespace
 
@@ -177,8 +216,19 @@ class StatsPublisher::Thread {
                                 "shm_open " + name_ +
                                     ": this process publishes there already (give each publisher "
                                     "its own device or name)");
-      shm_unlink(name_.c_str());  // left by an exited process that had our pid
-      fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+      // Left by an exited process that had our pid, or made by another user
+      // to squat the name: unlink it if we may, else publish under a name
+      // of our own (readers go by the prefix and the block's own pid).
+      if (shm_unlink(name_.c_str()) == 0) {
+        fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+      } else {
+        const std::string base = name_;
+        std::random_device random;
+        for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+          name_ = fmt::format("{}.{:08x}", base, random());
+          fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+        }
+      }
     }
     if (fd < 0) throw std::system_error(errno, std::generic_category(), "shm_open " + name_);
     if (ftruncate(fd, sizeof(PublishedStats)) != 0) {
@@ -205,6 +255,8 @@ class StatsPublisher::Thread {
     header_.start_time_ns = now_ns();
     header_.interval_ns = static_cast<std::uint64_t>(interval_.count() < 0 ? 0 : interval_.count());
   }
+
+  const std::string& name() const noexcept { return name_; }
 
   ~Thread() {
     {
@@ -270,6 +322,7 @@ StatsPublisher::StatsPublisher(Source source, PublisherOptions options)
                                  : options.name),
       source_(std::move(source)) {
   thread_ = std::make_unique<Thread>(name_, options);
+  name_ = thread_->name();      // another name when the usual one was squatted
   thread_->publish(source_());  // valid as soon as the constructor returns
   thread_->start(source_);
 }
@@ -278,46 +331,106 @@ StatsPublisher::~StatsPublisher() = default;
 
 void StatsPublisher::publish_now() { thread_->publish(source_()); }
 
-std::vector<PublishedBlock> read_published_stats(const ReadOptions& options) {
+bool plausible_published_stats(const PublishedStats& b) noexcept {
+  constexpr std::uint64_t kLimit = std::uint64_t{1} << 56;
+  for (std::uint64_t v :
+       {b.allocated_bytes, b.allocated_bytes_peak, b.reserved_bytes, b.reserved_bytes_peak, b.active_bytes,
+        b.active_bytes_peak, b.requested_bytes, b.cached_free_bytes, b.largest_free_block, b.capacity})
+    if (v >= kLimit) return false;
+  return b.allocated_bytes <= b.reserved_bytes && b.active_bytes <= b.reserved_bytes &&
+         b.requested_bytes <= b.allocated_bytes && b.allocated_bytes <= b.allocated_bytes_peak &&
+         b.reserved_bytes <= b.reserved_bytes_peak && b.active_bytes <= b.active_bytes_peak &&
+         b.segments <= b.segments_peak && b.largest_free_block <= b.cached_free_bytes &&
+         b.cached_free_bytes <= b.reserved_bytes && b.fragmentation_ppm <= 1'000'000 &&
+         (b.capacity == 0 || b.reserved_bytes <= b.capacity) && b.device < 1024;
+}
+
+PublishedStatsReader::PublishedStatsReader(ReadOptions options) : options_(std::move(options)) {}
+
+namespace {
+
+Verdict judge(const std::string& path, PublishedStats& block) {
+  // O_NOFOLLOW, O_NONBLOCK (a FIFO must not hang us) and the checks below.
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? Verdict::kGone : Verdict::kRejected;
+  struct stat st {};
+  const bool regular =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(sizeof(PublishedStats));
+  const bool read = regular && read_block_from_file(fd, block);
+  close(fd);
+  if (!read || block.magic != kPublishedStatsMagic || block.version != kPublishedStatsVersion ||
+      block.size < sizeof(PublishedStats) || static_cast<std::uint64_t>(st.st_size) < block.size)
+    return Verdict::kRejected;
+  if (block.process_start == 0) return Verdict::kRejected;  // a publisher always knows its start
+  if (process_gone(block)) return Verdict::kGone;
+  // Another user's file naming our pid, a root shell, pid 1: refused.
+  const std::optional<uid_t> owner = owner_of(block.pid);
+  if (!owner || *owner != st.st_uid) return Verdict::kRejected;
+  if (!plausible_published_stats(block)) return Verdict::kRejected;
+  return Verdict::kKeep;
+}
+
+}  // namespace
+
+std::vector<PublishedBlock> PublishedStatsReader::read() {
   std::vector<PublishedBlock> result;
-  DIR* dir = opendir(options.directory.c_str());
+  DIR* dir = opendir(options_.directory.c_str());
   if (!dir) return result;
   std::vector<std::string> names;
   while (const dirent* entry = readdir(dir)) {
     const std::string file = entry->d_name;
-    if (file.rfind(options.prefix, 0) == 0 && file != "." && file != "..") names.push_back(file);
+    if (file.rfind(options_.prefix, 0) == 0 && file != "." && file != "..") names.push_back(file);
   }
   closedir(dir);
+  std::sort(names.begin(), names.end());
+  if (names.size() > options_.max_blocks) {
+    rejected_ += names.size() - options_.max_blocks;
+    names.resize(options_.max_blocks);
+  }
 
+  std::vector<std::pair<std::string, Seen>> seen;
   for (const std::string& file : names) {
-    const std::string path = options.directory + "/" + file;
-    // O_NOFOLLOW and the checks below: never trust the file.
-    const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) continue;
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(sizeof(PublishedStats))) {
-      close(fd);
-      continue;
-    }
-    void* p = mmap(nullptr, sizeof(PublishedStats), PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) continue;
+    const std::string path = options_.directory + "/" + file;
     PublishedStats block;
-    const bool read = read_published_block(static_cast<const PublishedStats*>(p), block);
-    munmap(p, sizeof(PublishedStats));
-    if (!read || block.magic != kPublishedStatsMagic || block.version != kPublishedStatsVersion ||
-        block.size < sizeof(PublishedStats) || static_cast<std::uint64_t>(st.st_size) < block.size)
-      continue;
-    if (process_gone(block)) {
-      if (options.unlink_stale) unlink(path.c_str());
+    switch (judge(path, block)) {
+      case Verdict::kGone:
+        if (options_.unlink_stale) unlink(path.c_str());
+        continue;
+      case Verdict::kRejected: ++rejected_; continue;
+      case Verdict::kKeep: break;
+    }
+    // An update count that went back: someone rewrote the block.
+    const auto last = std::find_if(seen_.begin(), seen_.end(), [&](const auto& s) { return s.first == file; });
+    if (last != seen_.end() && last->second.start_time_ns == block.start_time_ns &&
+        block.updates < last->second.updates) {
+      ++rejected_;
       continue;
     }
+    seen.emplace_back(file, Seen{block.start_time_ns, block.updates});
     result.push_back({"/" + file, block});
   }
+  seen_ = std::move(seen);
+  // One series per pid and device: the block under the publisher's own name
+  // wins over any other claiming the same pair.
   std::sort(result.begin(), result.end(), [](const PublishedBlock& a, const PublishedBlock& b) {
-    return a.stats.pid != b.stats.pid ? a.stats.pid < b.stats.pid : a.stats.device < b.stats.device;
+    if (a.stats.pid != b.stats.pid) return a.stats.pid < b.stats.pid;
+    if (a.stats.device != b.stats.device) return a.stats.device < b.stats.device;
+    const auto own = [](const PublishedBlock& x) {
+      return x.name == fmt::format("/gpumem.{}.{}", x.stats.pid, x.stats.device);
+    };
+    return own(a) > own(b);
   });
+  const auto same = [](const PublishedBlock& a, const PublishedBlock& b) {
+    return a.stats.pid == b.stats.pid && a.stats.device == b.stats.device;
+  };
+  const auto end = std::unique(result.begin(), result.end(), same);
+  rejected_ += static_cast<std::uint64_t>(result.end() - end);
+  result.erase(end, result.end());
   return result;
+}
+
+std::vector<PublishedBlock> read_published_stats(const ReadOptions& options) {
+  return PublishedStatsReader(options).read();
 }
 
 }  // namespace gpumem::alloc

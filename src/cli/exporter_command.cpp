@@ -22,6 +22,15 @@
 namespace gpumem::cli {
 namespace {
 
+// The host part of --listen for the start-up line; every interface without one.
+std::string listen_host(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  return colon == std::string::npos || colon == 0 ? "0.0.0.0" : listen.substr(0, colon);
+}
+
+}  // namespace
+namespace {
+
 std::atomic<bool> g_stop{false};
 
 extern "C" void request_stop(int /*signal*/) { g_stop.store(true); }
@@ -40,13 +49,15 @@ Action add_exporter_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "exporter", "Serve device and allocator memory to Prometheus at /metrics (NVML and published allocator blocks)");
   struct Args {
-    std::string listen = ":9400", interval = "1s", simulate, gpu = "80GiB", config, blocks_dir = "/dev/shm",
+    std::string listen = "127.0.0.1:9400", interval = "1s", simulate, gpu = "80GiB", config, blocks_dir = "/dev/shm",
                 blocks_prefix = "gpumem.";
     double speed = 1.0;
     bool once = false, no_dcgm = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--listen", args->listen, "Address to serve on: [HOST]:PORT (port 0: any free port)")
+  cmd->add_option("--listen", args->listen,
+                  "Address to serve on: [HOST]:PORT, IPv4, [IPv6] or a host name; :PORT for every interface (port 0: "
+                  "any free port)")
       ->capture_default_str();
   cmd->add_option("--interval", args->interval, "How often to read the GPUs and the allocators (1s, 500ms)")
       ->capture_default_str();
@@ -103,10 +114,8 @@ Action add_exporter_command(CLI::App& app) {
     monitor::Exporter exporter(gpus.get(), options);
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
-    std::fprintf(
-        err(), "gpumem exporter: serving http://%s:%d/metrics every %s; GPUs: %s\n",
-        options.listen.front() == ':' ? "0.0.0.0" : options.listen.substr(0, options.listen.rfind(':')).c_str(),
-        exporter.port(), args->interval.c_str(), gpu_note.c_str());
+    std::fprintf(err(), "gpumem exporter: serving http://%s:%d/metrics every %s; GPUs: %s\n",
+                 listen_host(options.listen).c_str(), exporter.port(), args->interval.c_str(), gpu_note.c_str());
     exporter.run(g_stop);
     return 0;
   };

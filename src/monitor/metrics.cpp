@@ -179,6 +179,12 @@ std::vector<MetricFamily> to_metric_families(const MonitorSnapshot& snapshot, co
       family("gpumem_exporter_allocators", "Allocators publishing statistics on this host.", MetricType::Gauge);
   add(processes, {{"Hostname", snapshot.hostname}}, as_double(snapshot.allocators.size()));
   out.push_back(std::move(processes));
+  MetricFamily rejected = family("gpumem_exporter_rejected_blocks_total",
+                                 "Published blocks refused: not gpumem's, another user's claim on a process, "
+                                 "impossible figures, a duplicate or a rewrite (docs/exporter.md).",
+                                 MetricType::Counter);
+  add(rejected, {{"Hostname", snapshot.hostname}}, as_double(snapshot.rejected_blocks));
+  out.push_back(std::move(rejected));
   MetricFamily collect = family("gpumem_exporter_collect_duration_seconds",
                                 "How long reading the GPUs and the allocators' blocks took.", MetricType::Gauge);
   add(collect, {{"Hostname", snapshot.hostname}}, snapshot.collect_seconds);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -28,6 +29,34 @@ namespace {
 using namespace std::chrono_literals;
 
 std::uint64_t self() { return static_cast<std::uint64_t>(getpid()); }
+
+// This process's start (/proc/self/stat field 22), which a block must carry.
+std::uint64_t self_start() {
+  std::ifstream in("/proc/self/stat");
+  std::string line;
+  std::getline(in, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) fields >> field;
+  return std::stoull(field);
+}
+
+// A block this process could have written: its pid and start, plausible figures.
+PublishedStats plausible_block() {
+  PublishedStats b{};
+  b.magic = kPublishedStatsMagic;
+  b.version = kPublishedStatsVersion;
+  b.size = sizeof(PublishedStats);
+  b.pid = self();
+  b.process_start = self_start();
+  b.allocated_bytes = b.allocated_bytes_peak = 42;
+  b.reserved_bytes = b.reserved_bytes_peak = 2 << 20;
+  b.active_bytes = b.active_bytes_peak = 42;
+  b.cached_free_bytes = b.largest_free_block = (2 << 20) - 42;
+  b.capacity = 1 << 30;
+  b.updates = 5;
+  return b;
+}
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -254,13 +283,8 @@ void write_file(const std::string& path, const void* data, std::size_t size) {
 TEST(StatsPublisher, ShortForeignAndStaleFilesAreSkipped) {
   const std::string tag = std::to_string(getpid());
   const std::string dir = "/dev/shm/";
-  PublishedStats good{};
-  good.magic = kPublishedStatsMagic;
-  good.version = kPublishedStatsVersion;
-  good.size = sizeof(PublishedStats);
-  good.pid = self();
+  PublishedStats good = plausible_block();
   good.device = 5;
-  good.allocated_bytes = 42;
 
   const std::string short_file = "gpumem.x" + tag + ".short";
   write_file(dir + short_file, &good, 10);
@@ -303,6 +327,139 @@ TEST(StatsPublisher, ShortForeignAndStaleFilesAreSkipped) {
   }
   // A directory that is not there reads as nothing.
   EXPECT_TRUE(read_published_stats({.directory = "/nonexistent-gpumem-dir"}).empty());
+}
+
+// Every local user can write to /dev/shm: a block is a claim, checked
+// before it becomes a series (issue 34).
+TEST(StatsPublisherThreatModel, ClaimsThatCannotBeTrueAreRejectedAndCounted) {
+  const std::string tag = std::to_string(getpid());
+  const std::string dir = "/dev/shm/";
+  const std::string prefix = "gpumem.t" + tag + ".";
+  std::vector<std::string> files;
+  const auto put = [&](const std::string& name, const PublishedStats& b) {
+    write_file(dir + prefix + name, &b, sizeof b);
+    files.push_back(dir + prefix + name);
+  };
+  PublishedStats good = plausible_block();
+  put("a-good", good);
+  // Another user's process: pid 1 (root's) in a file of ours, or, run as
+  // root, a file of nobody's naming our pid.
+  PublishedStats foreign_owner = good;
+  foreign_owner.device = 1;
+  if (geteuid() == 0) {
+    put("b-owner", foreign_owner);
+    ASSERT_EQ(chown(files.back().c_str(), 65534, 65534), 0);
+  } else {
+    foreign_owner.pid = 1;
+    put("b-owner", foreign_owner);
+  }
+  PublishedStats no_start = good;
+  no_start.device = 2;
+  no_start.process_start = 0;  // skips the pid-reuse check: refused
+  put("c-nostart", no_start);
+  PublishedStats impossible = good;
+  impossible.device = 3;
+  impossible.reserved_bytes = impossible.reserved_bytes_peak = 1;  // less than allocated
+  put("d-impossible", impossible);
+  PublishedStats ratio = good;
+  ratio.device = 4;
+  ratio.fragmentation_ppm = 18'000'000'000'000'000;
+  put("e-ratio", ratio);
+  PublishedStats huge = good;
+  huge.device = 6;
+  huge.reserved_bytes = huge.reserved_bytes_peak = huge.capacity = 18'000'000'000'000'000'000ull;
+  put("f-huge", huge);
+  put("g-duplicate", good);  // the same pid and device as a-good
+
+  PublishedStatsReader reader({.prefix = prefix, .unlink_stale = false});
+  std::vector<PublishedBlock> blocks = reader.read();
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].name, "/" + prefix + "a-good");
+  EXPECT_EQ(reader.rejected(), 6u);
+
+  // The update count going back: someone rewrote the block. The other
+  // claim to the same pid and device, which did not go back, is kept.
+  good.updates = 2;
+  write_file(dir + prefix + "a-good", &good, sizeof good);
+  blocks = reader.read();
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].name, "/" + prefix + "g-duplicate");
+  EXPECT_EQ(reader.rejected(), 12u);
+  // A reader that remembers nothing takes it (and still refuses the rest).
+  EXPECT_EQ(read_published_stats({.prefix = prefix, .unlink_stale = false}).size(), 1u);
+
+  // At most max_blocks files a read.
+  PublishedStatsReader capped({.prefix = prefix, .unlink_stale = false, .max_blocks = 3});
+  capped.read();
+  EXPECT_EQ(capped.rejected(), 6u);  // 4 not examined; of a, b and c, b and c refused
+  for (const std::string& f : files) unlink(f.c_str());
+}
+
+// A block truncated and restored while it is read (a mapping would fault
+// with SIGBUS): every read ends, with the block or without it.
+TEST(StatsPublisherThreatModel, ABlockTruncatedUnderTheReaderNeverFaults) {
+  const std::string name = "gpumem.flicker" + std::to_string(getpid()) + ".0";
+  const std::string path = "/dev/shm/" + name;
+  PublishedStats block = plausible_block();
+  block.sequence = 3;  // odd: the reader retries while the size flips
+  write_file(path, &block, sizeof block);
+  std::atomic<bool> stop{false};
+  std::thread flicker([&] {
+    const int fd = open(path.c_str(), O_RDWR);
+    while (!stop.load()) {
+      (void)ftruncate(fd, 0);
+      (void)ftruncate(fd, sizeof block);
+      (void)pwrite(fd, &block, sizeof block, 0);
+    }
+    close(fd);
+  });
+  PublishedStatsReader reader({.prefix = name, .unlink_stale = false});
+  for (int i = 0; i < 2000; ++i) EXPECT_TRUE(reader.read().empty());
+  stop = true;
+  flicker.join();
+  EXPECT_EQ(reader.rejected(), 2000u);
+  unlink(path.c_str());
+}
+
+// A name squatted by another user: the publisher publishes under a name of
+// its own instead of failing. Needs a second user: run as root, the child
+// becomes nobody and the squatter's file is root's.
+TEST(StatsPublisherThreatModel, ASquattedNameGetsANameOfItsOwn) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to play two users (the squatter and the publisher)";
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(report[0]);
+    const std::string squatted = "/dev/shm/gpumem." + std::to_string(getpid()) + ".0";
+    write_file(squatted, "x", 1);  // root's file, under the child's own name
+    chmod(squatted.c_str(), 0644);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    std::string answer;
+    try {
+      SimulatedDevice device;
+      CachingAllocator allocator(simulated_upstream(device));
+      StatsPublisher publisher(allocator, {.interval = 1h, .device = 0});
+      const bool found = !read_published_stats({.prefix = publisher.name().substr(1)}).empty();
+      answer = publisher.name() + (found ? " read" : " unread");
+    } catch (const std::exception& e) {
+      answer = std::string("error ") + e.what();
+    }
+    (void)write(report[1], answer.data(), answer.size());
+    _exit(0);
+  }
+  close(report[1]);
+  char buffer[512] = {};
+  const ssize_t n = read(report[0], buffer, sizeof buffer - 1);
+  close(report[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  unlink(("/dev/shm/gpumem." + std::to_string(child) + ".0").c_str());
+  ASSERT_GT(n, 0);
+  const std::string answer(buffer, static_cast<size_t>(n));
+  EXPECT_EQ(answer.rfind("/gpumem." + std::to_string(child) + ".0.", 0), 0u) << answer;
+  EXPECT_NE(answer.find(" read"), std::string::npos) << answer;
 }
 
 }  // namespace

@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
 #include <fstream>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +130,45 @@ TEST(MonitorExporter, CivetwebAddresses) {
   EXPECT_EQ(civetweb_address(":9400"), "9400");
   EXPECT_EQ(civetweb_address("127.0.0.1:9400"), "127.0.0.1:9400");
   EXPECT_EQ(civetweb_address("9400"), "9400");
+  EXPECT_EQ(civetweb_address("[::1]:9400"), "[::1]:9400");
+  EXPECT_EQ(civetweb_address("localhost:0"), "127.0.0.1:0");
+  EXPECT_EQ(ExporterOptions{}.listen, "127.0.0.1:9400") << "loopback unless told otherwise";
+  // Each of these once bound every interface or another address (issue 34).
+  for (const char* bad : {"256.0.0.0:9400", "999.1.1.1:9400", "1.2.3:9400", "127.0.0.1:65536", "127.0.0.1:",
+                          "127.0.0.1:94x0", "[::1]9400", "[zz::1]:9400", "::1:9400", "no-such-host.invalid:9400", ""}) {
+    try {
+      civetweb_address(bad);
+      ADD_FAILURE() << bad << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--listen ", 0), 0u) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+}
+
+// Idle and slow clients (slowloris) once took /metrics away with two
+// connections: it answers while 50 of them are open.
+TEST(MonitorExporter, MetricsAnswerWhileFiftySlowClientsHang) {
+  Exporter exporter(nullptr, test_options());
+  std::vector<int> slow;
+  for (int i = 0; i < 50; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(exporter.port()));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    const char* partial = i % 2 ? "GET /metrics HTTP/1.1\r\nHost: x\r\n" : "G";  // never finished
+    ASSERT_GT(send(fd, partial, std::strlen(partial), MSG_NOSIGNAL), 0);
+    slow.push_back(fd);
+  }
+  for (int probe = 0; probe < 10; ++probe) {
+    const auto start = std::chrono::steady_clock::now();
+    const test::HttpResult r = test::http_get("http://127.0.0.1:" + std::to_string(exporter.port()) + "/metrics", 1000);
+    EXPECT_EQ(r.status, 200) << "probe " << probe;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  }
+  for (int fd : slow) close(fd);
 }
 
 TEST(MonitorSimulatedWorkload, StepsFollowTheTrace) {

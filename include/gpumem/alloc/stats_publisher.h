@@ -148,14 +148,49 @@ struct ReadOptions {
   std::string directory = "/dev/shm";  // where the system keeps shared-memory objects
   std::string prefix = "gpumem.";      // objects whose names start with this are read
   bool unlink_stale = true;            // unlink the blocks of processes that are gone
+  std::size_t max_blocks = 1024;       // files examined per read (by name); the rest are rejected
 };
 
-// Every live block whose name starts with the prefix, sorted by pid then
-// device. A file that is short, foreign (wrong magic, version or size) or
-// being written throughout the retries is skipped. A block whose process is
-// gone (no such pid, a zombie, or a pid reused by a process started at
-// another time) is dropped and, where permitted, unlinked, so a process that
-// exited or crashed leaves no stale series.
+// The directory is writable by every local user, so a block is a claim to
+// check, never a fact (docs/exporter.md, "Threat model"). A block is read
+// with pread into a copy (a mapping of a file its owner can truncate would
+// fault), and kept only when:
+//  - it is a regular file, not a link, of at least its own size, with
+//    gpumem's magic and version, read with the same even sequence twice;
+//  - the pid it names is alive, owned by the file's owner, and started when
+//    the block says (a block without a start time is refused);
+//  - its figures are possible (plausible_published_stats);
+//  - no other block claims the same pid and device (the one under the
+//    publisher's own name, /gpumem.<pid>.<device>, is kept);
+//  - its update count has not gone back since the last read (a reader
+//    that lives across reads only).
+// Blocks of processes that are gone are dropped and, where permitted,
+// unlinked; anything else refused is counted in rejected().
+class PublishedStatsReader {
+ public:
+  explicit PublishedStatsReader(ReadOptions options = {});
+  // Every block that passes, sorted by pid then device.
+  std::vector<PublishedBlock> read();
+  std::uint64_t rejected() const noexcept { return rejected_; }  // since construction
+
+ private:
+  ReadOptions options_;
+  std::uint64_t rejected_ = 0;
+  struct Seen {
+    std::uint64_t start_time_ns;
+    std::uint64_t updates;
+  };
+  std::vector<std::pair<std::string, Seen>> seen_;  // by name, from the last read
+};
+
+// Whether a block's figures could come from an allocator: allocated and
+// active within reserved, requested within allocated, peaks at least the
+// current values, the largest free block within the free bytes, those
+// within reserved, fragmentation within [0, 1], reserved within the
+// capacity when it is known, every size under 2^56 bytes.
+bool plausible_published_stats(const PublishedStats& block) noexcept;
+
+// One read by a reader that remembers nothing.
 std::vector<PublishedBlock> read_published_stats(const ReadOptions& options = {});
 
 }  // namespace gpumem::alloc

@@ -29,7 +29,7 @@ class Exposer;
 namespace gpumem::monitor {
 
 struct ExporterOptions {
-  std::string listen = ":9400";  // [host]:port; port 0 takes a free one
+  std::string listen = "127.0.0.1:9400";  // [host]:port (":port": every interface); port 0 takes a free one
   std::chrono::milliseconds interval{1000};
   MetricsOptions metrics;
   alloc::ReadOptions read;
@@ -55,6 +55,8 @@ class MetricsCollector final : public prometheus::Collectable {
   GpuMemorySource* gpus_;
   ExporterOptions options_;
   std::map<std::uint64_t, ProcessName> names_;  // by pid; one collection at a time
+  alloc::PublishedStatsReader reader_;          // remembers each block between collections
+  std::size_t last_block_count_ = 0;
   mutable std::mutex latest_mutex_;
   std::vector<prometheus::MetricFamily> latest_;
 };
@@ -78,7 +80,10 @@ class Exporter {
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
 
-// "host:port", ":port" or "port" as civetweb's listening_ports takes it.
+// --listen as civetweb's listening_ports takes it, read strictly: PORT or
+// :PORT (every interface), IPV4:PORT, [IPV6]:PORT, or HOST:PORT (resolved
+// to its first IPv4 address). Anything else, an octet over 255 or a port
+// over 65535 among them, is an InputError naming --listen.
 std::string civetweb_address(const std::string& listen);
 
 }  // namespace gpumem::monitor

@@ -22,6 +22,7 @@ struct MonitorSnapshot {
   std::vector<alloc::PublishedBlock> allocators;
   std::map<std::uint64_t, std::string> process_names;  // pid -> /proc/<pid>/comm
   double collect_seconds = 0;                          // how long taking this snapshot took
+  std::uint64_t rejected_blocks = 0;                   // blocks refused since the exporter started
 };
 
 struct MetricsOptions {
