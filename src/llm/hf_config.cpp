@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "llm/model_sources.h"
 #include "llm/sliding_windows.h"
@@ -19,7 +20,7 @@ class Config {
  public:
   Config(const std::string& text, std::string path) : path_(std::move(path)) {
     try {
-      root_ = json::parse(text);
+      root_ = json::parse(text, json_depth_guard(path_));
     } catch (const json::parse_error& e) {
       throw InputError(fmt::format("{}: byte {}: not JSON", printable(path_), e.byte));
     }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
 #include "common/file_kind.h"
 #include "common/text.h"
 #include "gpumem/common/error.h"
@@ -82,7 +83,7 @@ std::vector<std::string_view> split(std::string_view line) {
 Request from_json_line(std::string_view line, const Place& at) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(line);
+    j = nlohmann::json::parse(line, json_depth_guard(fmt::format("{}: line {}", at.name, at.line)));
   } catch (const nlohmann::json::exception&) {
     at.fail(
         "not a JSON object (JSON lines: one {\"arrival_s\": ..., \"prompt_tokens\": ..., \"output_tokens\": ...} "

@@ -1,0 +1,18 @@
+#include "common/bounded_json.h"
+
+#include <fmt/format.h>
+
+#include "gpumem/common/error.h"
+
+namespace gpumem {
+
+nlohmann::json::parser_callback_t json_depth_guard(const std::string& where, int max_depth) {
+  return [where, max_depth](int depth, nlohmann::json::parse_event_t event, nlohmann::json& /*parsed*/) {
+    if ((event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start) &&
+        depth >= max_depth)
+      throw InputError(fmt::format("{}: JSON nested deeper than {} levels", printable(where), max_depth));
+    return true;
+  };
+}
+
+}  // namespace gpumem
