@@ -28,8 +28,7 @@ constexpr int kMaxInferredRank = 64;
 
 int rank_of(const onnx::TypeProto& t) {
   switch (t.value_case()) {
-    case onnx::TypeProto::kTensorType:
-      return t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : 0;
+    case onnx::TypeProto::kTensorType: return t.tensor_type().has_shape() ? t.tensor_type().shape().dim_size() : 0;
     case onnx::TypeProto::kSparseTensorType:
       return t.sparse_tensor_type().has_shape() ? t.sparse_tensor_type().shape().dim_size() : 0;
     case onnx::TypeProto::kSequenceType: return rank_of(t.sequence_type().elem_type());
@@ -110,8 +109,7 @@ void require_rank(onnx::InferenceContext& ctx, size_t input, int rank) {
 // as many axes as the shape input's length, one at a time: a length of 2^40
 // never ends.
 void guard_shape_input(onnx::InferenceContext& ctx, size_t input) {
-  if (const auto* shape = input_shape(ctx, input); shape && shape->dim_size() == 1 &&
-                                                   shape->dim(0).has_dim_value() &&
+  if (const auto* shape = input_shape(ctx, input); shape && shape->dim_size() == 1 && shape->dim(0).has_dim_value() &&
                                                    shape->dim(0).dim_value() > kMaxInferredRank) {
     fail_shape_inference("a shape of ", shape->dim(0).dim_value(), " values");
   }
@@ -161,6 +159,31 @@ void guard_stft(onnx::InferenceContext& ctx) {
   if (ctx.getNumInputs() > 2) require_rank(ctx, 2, 1);
 }
 
+// ONNX 1.12's Concat sums the axis in an `int`: four [1, 2^30] inputs gave
+// [1, 0]. After it runs, the axis is summed again in 64 bits; a sum past
+// 2^62 fails inference (the node is named in the error).
+void recheck_concat(onnx::InferenceContext& ctx) {
+  const auto* axis_attr = ctx.getAttribute("axis");
+  auto* out = ctx.getOutputType(0);
+  if (!axis_attr || !out || !out->has_tensor_type() || !out->tensor_type().has_shape()) return;
+  const int rank = out->tensor_type().shape().dim_size();
+  int64_t axis = axis_attr->i();
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return;
+  int64_t total = 0;
+  for (size_t i = 0; i < ctx.getNumInputs(); ++i) {
+    const auto* shape = input_shape(ctx, i);
+    if (!shape || shape->dim_size() != rank || !shape->dim(static_cast<int>(axis)).has_dim_value()) return;
+    const int64_t d = shape->dim(static_cast<int>(axis)).dim_value();
+    if (d < 0 || __builtin_add_overflow(total, d, &total) || total > (int64_t{1} << 62))
+      fail_shape_inference("Concat: the inputs' axis ", axis, " sums past 2^62");
+  }
+  out->mutable_tensor_type()->mutable_shape()->mutable_dim(static_cast<int>(axis))->set_dim_value(total);
+}
+
+// Checks run after an op's own inference, where ONNX's arithmetic is unsafe.
+Guard recheck_for(const onnx::OpSchema& schema) { return schema.Name() == "Concat" ? recheck_concat : nullptr; }
+
 Guard guard_for(const onnx::OpSchema& schema) {
   if (schema.domain() == "ai.onnx.ml") return guard_typed_inputs;
   if (!schema.domain().empty()) return nullptr;
@@ -206,12 +229,13 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
     if (!guarded) {
       guarded = std::make_unique<onnx::OpSchema>(*schema);
       guarded->TypeAndShapeInferenceFunction(
-          [schema, guard = guard_for(*schema), infer = schema->GetTypeAndShapeInferenceFunction()](
-              onnx::InferenceContext& ctx) {
+          [schema, guard = guard_for(*schema), recheck = recheck_for(*schema),
+           infer = schema->GetTypeAndShapeInferenceFunction()](onnx::InferenceContext& ctx) {
             require_attributes(*schema, ctx);
             check_input_ranks(ctx);
             if (guard) guard(ctx);
             infer(ctx);
+            if (recheck) recheck(ctx);
             cap_output_ranks(ctx);
           });
     }

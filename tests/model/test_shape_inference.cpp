@@ -176,3 +176,21 @@ TEST(ShapeInference, IfIsChargedItsLargerBranch) {
 
 }  // namespace
 }  // namespace gpumem
+
+namespace gpumem {
+namespace {
+
+// Four [1, 2^30] tensors concatenated are [1, 2^32]: once [1, 0] and "0 B"
+// (ONNX's own Concat inference sums dims in 32 bits); 50,000 x [2^20]
+// once summed to 3.31 GiB instead of ~195 GiB (issue 34).
+TEST(ShapeInference, ConcatOfLargeDimsDoesNotWrap) {
+  OnnxBuilder b;
+  for (const char* x : {"a", "b", "c", "d"}) b.input(x, {1, int64_t{1} << 30});
+  OnnxBuilder::int_attr(b.node("Concat", {"a", "b", "c", "d"}, {"y"}), "axis", 1);
+  b.output("y");
+  const Model m = load_onnx_model_from_bytes(b.bytes(), "concat.onnx");
+  EXPECT_EQ(tensor(m, "y").shape_string(), "[1,4294967296]");
+}
+
+}  // namespace
+}  // namespace gpumem
