@@ -138,7 +138,7 @@ TEST(Gguf, SparseLlama3_8BAddsUpToItsPublishedParameters) {
 TEST(Gguf, EveryTruncationFailsOnOneLine) {
   const std::string image = write_gguf(small_model());
   // The padding after the last tensor's data is not needed.
-  const TensorEntry& last = parse_gguf(image, "m.gguf").tensors.back();
+  const TensorEntry last = parse_gguf(image, "m.gguf").tensors.back();  // a copy: the result is a temporary
   const size_t end = last.offset + last.bytes;
   for (size_t n = 0; n < end; ++n) {
     const std::string e = parse_error(image.substr(0, n));
