@@ -74,11 +74,15 @@ Action add_fit_command(CLI::App& app) {
     }
     if (args->max_batch && args->flags.batch) throw InputError("fit: give --batch N or --max-batch, not both");
     const train::FitResult fit = train::fit_training(args->model, request);
-    if (!args->emit.empty()) {
+    // Settings for a step that does not fit are not settings to run with:
+    // nothing is written (a checkpoint.json from an earlier run stays).
+    if (!args->emit.empty() && fit.fits) {
       const auto [name, contents] = emitted_file(fit, args->emit);
       write_output((std::filesystem::path(args->output_dir) / name).string(), contents, args->emit + " settings");
     }
-    if (!args->trace_out.empty()) write_step_trace(args->trace_out, fit.step);
+    if (!args->trace_out.empty() && fit.fits) write_step_trace(args->trace_out, fit.step);
+    if (!fit.fits && (!args->emit.empty() || !args->trace_out.empty()))
+      std::fputs("gpumem: note: nothing written (--emit, --trace): nothing fit tried fits --gpu\n", err());
     if (args->json) {
       std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), out());
     } else {

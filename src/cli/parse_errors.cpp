@@ -175,7 +175,7 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& error, const std::v
   } else {
     message = error.what();
   }
-  std::fputs(fmt::format("gpumem: error: {}{}\n", path.empty() ? "" : path + ": ", message).c_str(), err());
+  std::fputs(fmt::format("gpumem: error: {}\n", one_line((path.empty() ? "" : path + ": ") + message)).c_str(), err());
   return kExitBadInput;
 }
 

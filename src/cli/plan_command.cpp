@@ -90,8 +90,13 @@ Action add_plan_command(CLI::App& app) {
     if (!args->overhead.empty()) request.overhead_bytes = parse_memory_flag("--overhead", args->overhead, true);
 
     const plan::PlanReport report = plan::plan_file(args->input, request);
-    if (!args->output.empty())
+    // A plan that does not fit --gpu is not one to use: the file is not
+    // written (the report says why; --html still shows it).
+    if (!args->output.empty() && report.fits)
       write_output(args->output, plan::write_csv(report.problem, report.result.plan.offsets), "plan CSV");
+    if (!args->output.empty() && !report.fits)
+      std::fprintf(err(), "gpumem: note: %s not written: the plan does not fit --gpu\n",
+                   printable(args->output).c_str());
     if (args->json) {
       std::fputs((plan_to_json(report).dump(2) + "\n").c_str(), out());
     } else {

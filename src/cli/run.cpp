@@ -12,6 +12,7 @@
 #include "cli/parse_errors.h"
 #include "cli/streams.h"
 #include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
 #include "gpumem/common/progress.h"
 
 namespace gpumem::cli {
@@ -74,13 +75,14 @@ int parse_and_run(const std::vector<std::string>& args) {
 }  // namespace
 
 int run(const std::vector<std::string>& args) {
+  const InputsOfThisCommand inputs;  // an output may not be one of them
   try {
     return parse_and_run(args);
   } catch (const InputError& e) {
-    std::fprintf(err(), "gpumem: error: %s\n", e.what());
+    std::fprintf(err(), "gpumem: error: %s\n", one_line(e.what()).c_str());
     return kExitBadInput;
   } catch (const std::exception& e) {
-    std::fprintf(err(), "gpumem: internal error: %s\n", e.what());
+    std::fprintf(err(), "gpumem: internal error: %s\n", one_line(e.what()).c_str());
     return kExitInternal;
   }
 }

@@ -88,6 +88,10 @@ Action add_trace_command(CLI::App& app) {
                    p.plan.proven_optimal ? "proven optimal" : "best found");
       return kExitOk;
     }
+    // An empty trace written from `{` or a profile without memory is not a
+    // conversion: refused as `trace stats` refuses it (segments alone are a
+    // snapshot's state, which the pytorch output keeps).
+    trace::require_memory_events(t, /*history_needed=*/args->to != "pytorch");
     std::ostringstream out;
     if (args->to == "pytorch")
       trace::write_pytorch_snapshot(t, out);

@@ -1,5 +1,7 @@
 #include "common/file_kind.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
 #include "gpumem/common/gzip.h"
 
 namespace gpumem {
@@ -96,10 +99,17 @@ FileKind file_kind_at(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     return std::filesystem::exists(std::filesystem::path(path) / "config.json", ec) ? FileKind::ModelFolder
                                                                                     : FileKind::Unknown;
-  std::ifstream in(path, std::ios::binary);
+  // Not a regular file (a FIFO would block): unknown here; its reader says why.
+  int fd = -1;
+  try {
+    fd = open_regular_file(path);
+  } catch (const InputError&) {
+    return FileKind::Unknown;
+  }
   std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  const ssize_t n = ::pread(fd, head.data(), head.size(), 0);
+  ::close(fd);
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return file_kind(head);
 }
 

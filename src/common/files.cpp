@@ -1,5 +1,6 @@
 #include "gpumem/common/files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -26,11 +28,83 @@ struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
 
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The inputs of the command running on this thread, when one is; see
+// InputsOfThisCommand.
+struct OpenedInputs {
+  int depth = 0;
+  std::vector<std::pair<dev_t, ino_t>> files;
+};
+OpenedInputs& opened_inputs() {
+  thread_local OpenedInputs inputs;
+  return inputs;
+}
+
+// Before an output is made: the target must be a regular file or absent,
+// and none of this command's inputs.
+void check_output_target(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;  // absent (or unreachable: the write says why)
+  if (!S_ISREG(st.st_mode))
+    throw InputError(fmt::format("cannot write {}: it is {}, and gpumem writes only regular files", printable(path),
+                                 kind_of(st.st_mode)));
+  const OpenedInputs& inputs = opened_inputs();
+  for (const auto& [dev, ino] : inputs.files)
+    if (dev == st.st_dev && ino == st.st_ino)
+      throw InputError(
+          fmt::format("cannot write {}: it is an input of this command; write the output elsewhere", printable(path)));
+}
+
 }  // namespace
 
+InputsOfThisCommand::InputsOfThisCommand() {
+  if (opened_inputs().depth++ == 0) opened_inputs().files.clear();
+}
+
+InputsOfThisCommand::~InputsOfThisCommand() {
+  if (--opened_inputs().depth == 0) opened_inputs().files.clear();
+}
+
+int open_regular_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT) throw InputError(fmt::format("{}: no such file", printable(path)));
+    if (e == ELOOP) throw InputError(fmt::format("{}: a loop of symbolic links", printable(path)));
+    throw InputError(fmt::format("{}: cannot open: {}", printable(path), std::strerror(e)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw InputError(fmt::format("{}: cannot read its status: {}", printable(path), std::strerror(e)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(fmt::format("{}: is {}, not a file gpumem can read", printable(path), kind_of(st.st_mode)));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (opened_inputs().depth > 0) opened_inputs().files.emplace_back(st.st_dev, st.st_ino);
+  return fd;
+}
+
 std::string read_file(const std::string& path, std::uint64_t max_bytes, std::string_view limit_reason, bool* gzipped) {
-  const std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) throw InputError(fmt::format("{}: cannot open the file: {}", printable(path), std::strerror(errno)));
+  const int fd = open_regular_file(path);
+  const std::unique_ptr<std::FILE, FileCloser> file(::fdopen(fd, "rb"));
+  if (!file) {
+    const int e = errno;
+    ::close(fd);
+    throw InputError(fmt::format("{}: cannot open the file: {}", printable(path), std::strerror(e)));
+  }
   const std::string over_limit = fmt::format("more than {} bytes, {}", max_bytes, limit_reason);
   std::string piece(kReadPiece, '\0');
   std::string data;
@@ -64,6 +138,7 @@ std::string read_file(const std::string& path, std::uint64_t max_bytes, std::str
 }
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  check_output_target(path_);
   const std::filesystem::path target(path_);
   std::string name = ".";
   name += target.filename().string();

@@ -71,11 +71,14 @@ void Inflater::fail_on_zlib_error(std::uint64_t byte, const char* zlib_message) 
   // zlib reports the trailer's checks after reading the field checked.
   if (message == "incorrect data check")
     fail(byte - std::min<std::uint64_t>(byte, 4),
-         fmt::format("gzip member {}: the CRC-32 in its trailer does not match its data (the file is corrupt)", members_));
+         fmt::format("gzip member {}: the CRC-32 in its trailer does not match its data (the file is corrupt)",
+                     members_));
   if (message == "incorrect length check")
     fail(byte - std::min<std::uint64_t>(byte, 4),
-         fmt::format("gzip member {}: the length in its trailer does not match its data (the file is corrupt)", members_));
-  fail(byte, fmt::format("gzip member {}: corrupt deflate data ({})", members_, message.empty() ? "no detail" : message));
+         fmt::format("gzip member {}: the length in its trailer does not match its data (the file is corrupt)",
+                     members_));
+  fail(byte,
+       fmt::format("gzip member {}: corrupt deflate data ({})", members_, message.empty() ? "no detail" : message));
 }
 
 void Inflater::feed(std::string_view compressed, std::string& out) {

@@ -10,17 +10,17 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
 
 namespace gpumem {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  const int fd = open_regular_file(path);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    throw InputError(fmt::format("{}: {}", path, S_ISDIR(st.st_mode) ? "is a directory" : std::strerror(err)));
+    throw InputError(fmt::format("{}: {}", printable(path), std::strerror(err)));
   }
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ > 0) {

@@ -3,8 +3,12 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -12,6 +16,7 @@
 
 #include "common/file_kind.h"
 #include "gpumem/common/error.h"
+#include "gpumem/common/files.h"
 #include "model/batch_axis.h"
 #include "model/graph_builder.h"
 #include "model/shape_inference.h"
@@ -28,27 +33,33 @@ constexpr int kMaxNesting = 100;
 
 std::string read_file(const std::filesystem::path& path) {
   std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    throw InputError(fmt::format("{}: no such file", path.string()));
-  }
-  if (std::filesystem::is_directory(status))
-    throw InputError(fmt::format("{}: is a directory, not a model file", path.string()));
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{}: is a directory, not a model file", printable(path.string())));
   // Before reading it all: a 4 GB GGUF is named as what it is.
   if (auto wrong = wrong_kind_error(path.string(), {FileKind::OnnxModel}, "an ONNX model")) throw InputError(*wrong);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  if (size < 0) throw InputError(fmt::format("{}: cannot read its size", path.string()));
-  if (static_cast<uint64_t>(size) >= kMaxModelBytes) {
+  // No such file, a FIFO, a device: one line, and nothing read.
+  const int fd = open_regular_file(path.string());
+  struct stat st {};
+  ::fstat(fd, &st);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size >= kMaxModelBytes) {
+    ::close(fd);
     throw InputError(fmt::format("{}: {} bytes is over protobuf's 2 GiB limit; save the weights as external data",
-                                 path.string(), static_cast<uint64_t>(size)));
+                                 printable(path.string()), size));
   }
   std::string bytes(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  in.read(bytes.data(), size);
-  if (!in) throw InputError(fmt::format("{}: read failed: {}", path.string(), std::strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      throw InputError(fmt::format("{}: read failed: {}", printable(path.string()),
+                                   n == 0 ? "the file got shorter" : std::strerror(e)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
   return bytes;
 }
 

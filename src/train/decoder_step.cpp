@@ -379,7 +379,8 @@ class Builder {
 
   int mlp(const std::string& path, const std::string& module, int x, uint64_t rows, bool trainable) {
     const uint64_t E = m_.n_embd, F = m_.n_ff;
-    int gate, up;
+    int gate = -1;
+    int up = -1;
     if (fused()) {
       // Phi-3's gate_up_proj: one matmul, chunked into gate and up views.
       const int both =

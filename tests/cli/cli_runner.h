@@ -1,11 +1,11 @@
 #pragma once
 // Runs the gpumem binary as a user would and collects what it said.
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -17,14 +17,13 @@ struct CliRun {
   std::string err;
 };
 
-// `gpumem ARGS` run in the directory `dir` (the current one when empty).
-inline CliRun run_in(const std::string& dir, const std::string& args) {
+// A shell command line ending in gpumem's arguments, run with stderr
+// collected apart.
+inline CliRun run_shell(const std::string& command) {
   // ctest runs tests in parallel processes: one stderr file per process.
   const std::string err_file = testing::TempDir() + "gpumem_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd =
-      (dir.empty() ? "" : "cd '" + dir + "' && ") + std::string(GPUMEM_CLI_PATH) + " " + args + " 2>" + err_file;
   CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((command + " 2>" + err_file).c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
   size_t n;
@@ -38,7 +37,17 @@ inline CliRun run_in(const std::string& dir, const std::string& args) {
   return r;
 }
 
+// `gpumem ARGS` run in the directory `dir` (the current one when empty).
+inline CliRun run_in(const std::string& dir, const std::string& args) {
+  return run_shell((dir.empty() ? "" : "cd '" + dir + "' && ") + std::string(GPUMEM_CLI_PATH) + " " + args);
+}
+
 inline CliRun run(const std::string& args) { return run_in("", args); }
+
+// The same, killed after `seconds`: a hang shows as exit code 137.
+inline CliRun run_bounded(const std::string& args, int seconds = 10) {
+  return run_shell("timeout -s KILL " + std::to_string(seconds) + " " + std::string(GPUMEM_CLI_PATH) + " " + args);
+}
 
 // A file under the test's temporary directory, named per process.
 inline std::string write_temp(const std::string& name, const std::string& text) {

@@ -8,6 +8,25 @@
 
 namespace gpumem {
 
+// Opens an input for reading, or throws a one-line InputError that says
+// what is wrong: no such file, a symbolic link loop, a directory, or not a
+// regular file at all (a FIFO, a device, a socket), which gpumem refuses up
+// front rather than block on or read forever. Returns the descriptor
+// (close-on-exec, blocking); the caller closes it.
+int open_regular_file(const std::string& path);
+
+// While one lives on a thread, every file open_regular_file opens there is
+// remembered, and an output that is one of them (the same file, by device
+// and inode, under whatever name) is refused: a command never overwrites
+// its own input. The command line holds one per command.
+class InputsOfThisCommand {
+ public:
+  InputsOfThisCommand();
+  ~InputsOfThisCommand();
+  InputsOfThisCommand(const InputsOfThisCommand&) = delete;
+  InputsOfThisCommand& operator=(const InputsOfThisCommand&) = delete;
+};
+
 // A file's bytes or, for a gzip file (told by its magic bytes, not its
 // name), the bytes it decompresses to, read a piece at a time so that
 // max_bytes holds before memory is spent. Over it: InputError "PATH: more
@@ -16,7 +35,9 @@ namespace gpumem {
 std::string read_file(const std::string& path, std::uint64_t max_bytes, std::string_view limit_reason, bool* gzipped);
 
 // Throws InputError("cannot write PATH: reason") on failure; the target is
-// then left as it was. A `size` past the contents extends the file with a
+// then left as it was. A target that exists and is not a regular file (a
+// device, a FIFO: the rename would replace it) or that is an input of the
+// running command is refused before anything is written. A `size` past the contents extends the file with a
 // hole (a sparse file: the rest reads as zeros and takes no disk).
 void write_file_atomically(const std::string& path, std::string_view contents, std::uint64_t size = 0);
 

@@ -47,7 +47,7 @@ class Inflater {
   std::uint64_t member_start_ = 0;  // where the current member begins
   std::uint64_t members_ = 0;       // members begun
   unsigned char member_first_byte_ = 0;
-  bool between_members_ = true;     // none begun yet, or the last one ended
+  bool between_members_ = true;  // none begun yet, or the last one ended
 };
 
 // The whole file's bytes decompressed (Inflater's rules and messages).

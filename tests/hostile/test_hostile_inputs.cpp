@@ -1,0 +1,192 @@
+// Hostile input and output paths (issue 34): what an adversarial sweep
+// found, each a regression test. Every command that reads a file answers a
+// FIFO, a device, a symbolic-link loop with one line and exit 2 at once;
+// no output replaces a device node or the command's own input; names with
+// control characters are printed escaped; a failed command writes nothing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli_runner.h"
+#include "test_paths.h"
+
+namespace gpumem::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_dir() {
+  const fs::path dir = fs::path(testing::TempDir()) / ("gpumem_hostile_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// One line on stderr, starting as every error does.
+void expect_one_line_error(const CliRun& r, const std::string& what) {
+  EXPECT_EQ(r.code, 2) << what << ": " << r.err;
+  ASSERT_FALSE(r.err.empty()) << what;
+  const std::string last = r.err.substr(
+      r.err.rfind('\n', r.err.size() - 2) == std::string::npos ? 0 : r.err.rfind('\n', r.err.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("gpumem: error: ", 0), 0u) << what << ": " << r.err;
+  EXPECT_EQ(last.find('\n'), last.size() - 1) << what << ": " << r.err;
+}
+
+TEST(HostileInputs, AFifoIsRefusedAtOnceByEveryCommandThatReadsAFile) {
+  const std::string fifo = temp_dir() + "/input.fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string out = temp_dir() + "/out";
+  const std::vector<std::string> commands = {
+      "inspect " + fifo,
+      "plan " + fifo,
+      "train " + fifo,
+      "fit " + fifo + " --gpu 1GiB",
+      "weights " + fifo,
+      "quantize " + fifo + " " + out + ".gguf --type q8_0",
+      "llm " + fifo + " --gpu 8GiB",
+      "finetune " + fifo,
+      "trace stats " + fifo,
+      "trace convert " + fifo + " --to csv -o " + out + ".csv",
+      "trace plan " + fifo + " -o " + out + ".json",
+      "replay " + fifo,
+      "report " + fifo + " -o " + out + ".html",
+      "serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests " + fifo,
+      "explain-oom " + fifo,
+  };
+  for (const std::string& c : commands) {
+    const CliRun r = run_bounded(c);
+    EXPECT_NE(r.code, 137) << c << ": hung";
+    expect_one_line_error(r, c);
+    EXPECT_NE(r.err.find("FIFO"), std::string::npos) << c << ": " << r.err;
+  }
+  unlink(fifo.c_str());
+}
+
+TEST(HostileInputs, ADeviceOrALinkLoopIsNamedAsWhatItIs) {
+  for (const std::string c : {"weights /dev/null", "quantize /dev/null /tmp/x.gguf --type q8_0",
+                              "llm /dev/null --gpu 8GiB", "inspect /dev/zero"}) {
+    const CliRun r = run_bounded(c);
+    expect_one_line_error(r, c);
+    EXPECT_NE(r.err.find("character device"), std::string::npos) << c << ": " << r.err;
+    EXPECT_EQ(r.err.find("Success"), std::string::npos) << c << ": a stale errno: " << r.err;
+  }
+  const std::string a = temp_dir() + "/loop_a";
+  const std::string b = temp_dir() + "/loop_b";
+  unlink(a.c_str());
+  unlink(b.c_str());
+  ASSERT_EQ(symlink(b.c_str(), a.c_str()), 0);
+  ASSERT_EQ(symlink(a.c_str(), b.c_str()), 0);
+  for (const std::string c : {"inspect ", "weights ", "trace stats "}) {
+    const CliRun r = run_bounded(c + a);
+    expect_one_line_error(r, c);
+    EXPECT_NE(r.err.find("a loop of symbolic links"), std::string::npos) << c << ": " << r.err;
+  }
+}
+
+TEST(HostileInputs, NoOutputReplacesADeviceNodeOrTheCommandsOwnInput) {
+  const std::string trace = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/resnet18_train.json";
+  // A device node: refused, and still a device.
+  for (const std::string c :
+       {"trace convert " + trace + " --to csv -o /dev/null", "trace stats " + trace + " --html /dev/null",
+        "inspect " + std::string(GPUMEM_SOURCE_DIR) + "/examples/models/mobilenet_v2.onnx --html /dev/null"}) {
+    const CliRun r = run_bounded(c);
+    expect_one_line_error(r, c);
+    EXPECT_NE(r.err.find("character device"), std::string::npos) << c << ": " << r.err;
+  }
+  struct stat st {};
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  // The input itself, under its own name or through a link.
+  const std::string copy = temp_dir() + "/trace.json";
+  fs::copy_file(trace, copy, fs::copy_options::overwrite_existing);
+  const std::string link = temp_dir() + "/trace_link.json";
+  unlink(link.c_str());
+  ASSERT_EQ(symlink(copy.c_str(), link.c_str()), 0);
+  const std::string before = read_all(copy);
+  for (const std::string& target : {copy, link}) {
+    const CliRun r = run_bounded("trace convert " + copy + " --to jsonl -o " + target);
+    expect_one_line_error(r, target);
+    EXPECT_NE(r.err.find("an input of this command"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(read_all(copy), before);
+}
+
+TEST(HostileInputs, NamesWithControlCharactersArePrintedEscaped) {
+  const CliRun r = run_bounded("inspect \"$(printf 'evil\\nname\\033[31m.onnx')\"");
+  expect_one_line_error(r, "a name with a newline and an escape sequence");
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("evil\\x0aname\\x1b[31m.onnx"), std::string::npos) << r.err;
+}
+
+TEST(HostileInputs, ACommandThatDoesNotFitWritesNothing) {
+  const std::string dir = temp_dir() + "/emit";
+  fs::create_directories(dir);
+  const std::string earlier = dir + "/checkpoint.json";
+  std::ofstream(earlier) << "{\"from\": \"an earlier run\"}\n";
+  const CliRun r = run_bounded("fit " + std::string(GPUMEM_SOURCE_DIR) +
+                               "/tests/data/train/resnet18_sgd.onnx --gpu 64MiB --emit checkpoint --output-dir " + dir);
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(read_all(earlier), "{\"from\": \"an earlier run\"}\n");
+  EXPECT_NE(r.err.find("nothing written"), std::string::npos) << r.err;
+}
+
+TEST(HostileInputs, ConvertingATraceWithoutMemoryEventsIsRefused) {
+  const std::string brace = write_temp("brace.json", "{");
+  const std::string empty = write_temp("no_events.json", "{\"traceEvents\": []}");
+  for (const std::string& input :
+       {brace, empty, std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/mlp_no_memory.json"}) {
+    const std::string out = temp_dir() + "/converted.csv";
+    unlink(out.c_str());
+    const CliRun r = run_bounded("trace convert " + input + " --to csv -o " + out);
+    expect_one_line_error(r, input);
+    EXPECT_FALSE(fs::exists(out)) << input;
+  }
+}
+
+// 100 KB of nested arrays once overflowed the stack (a segfault) in the
+// config reader's error path and in dumping safetensors metadata.
+TEST(HostileInputs, DeeplyNestedJsonIsOneLineNotASegfault) {
+  const std::string deep = std::string(50'000, '[') + std::string(50'000, ']');
+  const std::string dir = temp_dir() + "/deep_model";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/config.json") << "{\"model_type\": \"llama\", \"hidden_size\": " << deep << "}";
+  std::string header = "{\"__metadata__\": " + deep + "}";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  const std::string safetensors = write_temp("deep.safetensors", file + header);
+  const std::string requests = write_temp("deep_requests.jsonl", "{\"arrival_s\": " + deep + "}\n");
+  for (const std::string c :
+       {"llm " + dir + " --gpu 8GiB", "finetune " + dir + "/config.json", "weights " + safetensors,
+        "quantize " + safetensors + " " + temp_dir() + "/deep.gguf --type q8_0",
+        "serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests " +
+            requests}) {
+    const CliRun r = run_bounded(c);
+    expect_one_line_error(r, c);
+    EXPECT_NE(r.err.find("nested deeper than 64 levels"), std::string::npos) << c << ": " << r.err;
+  }
+}
+
+// Two requests 1e10 s apart once made one bucket per simulated second
+// (4-8 GB): the simulator's state follows the steps, not the seconds.
+TEST(HostileInputs, ServeSimStateFollowsRequestsNotSimulatedSeconds) {
+  const std::string requests =
+      write_temp("far_apart.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,10\n10000000000,10,10\n");
+  const CliRun r = run_bounded("serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) +
+                               "/examples/llm/llama-3-8b --gpu 24GiB --json --requests " + requests);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"kv_utilization_series\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumem::test
