@@ -13,6 +13,7 @@ packages=(
   prometheus-cpp-dev libcurl4-openssl-dev prometheus
   chromium
   pybind11-dev python3-dev python3-pytest python3-torch python3-torchvision
+  time
 )
 
 missing=()

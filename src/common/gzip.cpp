@@ -16,6 +16,8 @@ namespace {
 
 // zlib counts the bytes of one call in 32 bits: larger inputs go in pieces.
 constexpr std::size_t kMaxPiece = std::size_t{1} << 30;
+constexpr std::uint64_t kBombFloor = std::uint64_t{64} << 20;
+constexpr std::uint64_t kBombRatio = 100;
 // Output is produced this much at a time, so the limit is checked at least
 // this often, whatever one input byte expands to.
 constexpr std::size_t kOutputChunk = std::size_t{256} << 10;
@@ -107,6 +109,12 @@ void Inflater::feed(std::string_view compressed, std::string& out) {
       const std::size_t produced = kOutputChunk - z.avail_out;
       if (produced > max_bytes_ - std::min<std::uint64_t>(max_bytes_, out.size())) fail(place, over_limit_);
       out.append(reinterpret_cast<const char*>(stream_->output.get()), produced);
+      // Real traces and models compress 20 times at most (the test data:
+      // 17); a bomb does a thousand. Past 64 MiB, more than 100 times what
+      // was read stops here, long before max_bytes of memory is spent.
+      if (out.size() > kBombFloor && out.size() / kBombRatio > place)
+        fail(place, fmt::format("decompresses to more than {} times its size: a gzip bomb, not a file gpumem reads",
+                                kBombRatio));
       if (rc == Z_DATA_ERROR) fail_on_zlib_error(place, z.msg);
       if (rc == Z_MEM_ERROR) throw std::bad_alloc();
       if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)

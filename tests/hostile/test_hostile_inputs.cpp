@@ -5,6 +5,7 @@
 // control characters are printed escaped; a failed command writes nothing.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -186,6 +187,24 @@ TEST(HostileInputs, ServeSimStateFollowsRequestsNotSimulatedSeconds) {
                                "/examples/llm/llama-3-8b --gpu 24GiB --json --requests " + requests);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"kv_utilization_series\""), std::string::npos);
+}
+
+// A 200 MiB run of zeros gzipped (a 200 KB file) once cost 4.1 GB before
+// its clean error: a bomb stops at its first limit, under 500 MB.
+TEST(HostileInputs, AGzipBombStopsEarlyAndSmall) {
+  const std::string bomb = temp_dir() + "/bomb.json.gz";
+  ASSERT_EQ(std::system(("head -c 209715200 /dev/zero | gzip -1 > " + bomb).c_str()), 0);
+  for (const std::string c :
+       {std::string("trace stats "), std::string("replay "),
+        "serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests "}) {
+    const CliRun r =
+        run_shell("/usr/bin/time -f 'rss_kb %M' timeout -s KILL 20 " + std::string(GPUMEM_CLI_PATH) + " " + c + bomb);
+    EXPECT_EQ(r.code, 2) << c << r.err;
+    EXPECT_NE(r.err.find("gzip bomb"), std::string::npos) << c << r.err;
+    const size_t at = r.err.find("rss_kb ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_LT(std::stoul(r.err.substr(at + 7)), 500'000u) << c << r.err;
+  }
 }
 
 }  // namespace
