@@ -38,9 +38,9 @@ struct alignas(64) Block {
   // is_split() when it went to a thread cache, live or in a magazine; it
   // cannot change while the block is not free.
   bool split_when_cached = false;
-  int pending_events = 0;     // events to wait for before it is free
+  int pending_events = 0;  // events to wait for before it is free
   TagId tag = kNoTag;
-  std::uint64_t freed_at = 0;  // allocator clock when it became free (for GC)
+  std::uint64_t freed_at = 0;         // allocator clock when it became free (for GC)
   std::vector<StreamId> stream_uses;  // other streams that used it (record_stream)
 
   bool is_free() const noexcept { return !allocated && pending_events == 0; }
@@ -58,12 +58,16 @@ struct BySizeThenAddress {
 // virtual range of which some granules are mapped.
 struct Segment {
   std::uintptr_t base = 0;
-  std::size_t size = 0;            // bytes allocated, or the range's virtual size
+  std::size_t size = 0;  // bytes allocated, or the range's virtual size
   Pool* pool = nullptr;
   Block* first = nullptr;
   bool expandable = false;
-  std::size_t mapped_bytes = 0;    // expandable: bytes mapped now
-  std::vector<std::uint8_t> mapped;  // expandable: 1 per mapped granule
+  std::size_t mapped_bytes = 0;  // expandable: bytes mapped now
+  // Expandable: 1 per mapped granule, up to the highest granule ever
+  // mapped; past it nothing is. A range spans twice the device, one per
+  // stream, and most of it is never touched: 400 streams once took 1 GB.
+  std::vector<std::uint8_t> mapped;
+  bool granule_mapped(std::size_t i) const noexcept { return i < mapped.size() && mapped[i] != 0; }
 
   std::size_t reserved_bytes() const noexcept { return expandable ? mapped_bytes : size; }
 };

@@ -120,7 +120,7 @@ void CachingAllocator::Impl::create_range(Pool& pool, std::size_t bytes) {
   segment->size = span;
   segment->pool = &pool;
   segment->expandable = true;
-  segment->mapped.assign(span / g, 0);
+  segment->mapped.clear();  // grows as granules are mapped
   Block* b = arena_.make();
   b->address = base;
   b->size = span;
@@ -135,24 +135,25 @@ void CachingAllocator::Impl::create_range(Pool& pool, std::size_t bytes) {
 std::size_t CachingAllocator::Impl::unmapped_bytes(const Segment& s, std::uintptr_t first, std::uintptr_t last) const {
   const std::size_t g = up_.vmm->granularity();
   std::size_t n = 0;
-  for (std::uintptr_t a = first; a < last; a += g) n += s.mapped[(a - s.base) / g] ? 0 : g;
+  for (std::uintptr_t a = first; a < last; a += g) n += s.granule_mapped((a - s.base) / g) ? 0 : g;
   return n;
 }
 
 bool CachingAllocator::Impl::try_map(Segment& s, std::uintptr_t first, std::uintptr_t last) {
   const std::size_t g = up_.vmm->granularity();
   for (std::uintptr_t a = first; a < last;) {
-    if (s.mapped[(a - s.base) / g]) {
+    if (s.granule_mapped((a - s.base) / g)) {
       a += g;
       continue;
     }
     std::uintptr_t run_end = a;
-    while (run_end < last && !s.mapped[(run_end - s.base) / g]) run_end += g;
+    while (run_end < last && !s.granule_mapped((run_end - s.base) / g)) run_end += g;
     try {
       up_.vmm->map(a, run_end - a);
     } catch (const OutOfMemoryError&) {
       return false;
     }
+    if (s.mapped.size() < (run_end - s.base) / g) s.mapped.resize((run_end - s.base) / g, 0);
     std::fill(s.mapped.begin() + long((a - s.base) / g), s.mapped.begin() + long((run_end - s.base) / g), 1);
     s.mapped_bytes += run_end - a;
     ++stats_.num_device_alloc;
@@ -169,8 +170,10 @@ std::size_t CachingAllocator::Impl::unmap_range(Segment& s, std::uintptr_t first
   first = std::max(first, s.base);
   last = std::min(last, s.base + s.size);
   if (first >= last || s.mapped_bytes == 0) return 0;
+  const std::size_t known = s.mapped.size();
+  if ((first - s.base) / g >= known) return 0;
   const auto begin = s.mapped.begin();
-  const auto end = begin + long((last - s.base + g - 1) / g);
+  const auto end = begin + long(std::min(known, (last - s.base + g - 1) / g));
   std::size_t total = 0;
   for (auto at = std::find(begin + long((first - s.base) / g), end, std::uint8_t{1}); at != end;
        at = std::find(at, end, std::uint8_t{1})) {

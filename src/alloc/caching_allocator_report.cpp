@@ -21,9 +21,11 @@ FreeSpace CachingAllocator::Impl::free_space_locked() const {
         const std::size_t g = up_.vmm->granularity();
         usable = 0;
         std::size_t run = 0;
-        for (std::uintptr_t a = round_up(b->address, g); a + g <= b->address + b->size; a += g) {
-          run = s->mapped[(a - s->base) / g] ? run + g : 0;
-          usable += s->mapped[(a - s->base) / g] ? g : 0;
+        // Past the highest granule ever mapped, nothing is.
+        const std::uintptr_t end = std::min(b->address + b->size, s->base + s->mapped.size() * g);
+        for (std::uintptr_t a = round_up(b->address, g); a + g <= end; a += g) {
+          run = s->granule_mapped((a - s->base) / g) ? run + g : 0;
+          usable += s->granule_mapped((a - s->base) / g) ? g : 0;
           largest_free = std::max(largest_free, run);
         }
       } else {
@@ -113,7 +115,8 @@ Snapshot CachingAllocator::Impl::snapshot() const {
         const std::size_t g = up_.vmm->granularity();
         std::uintptr_t first = round_up(b->address, g), last = (b->address + b->size) / g * g;
         bool any = first < last ? false : true;  // a block inside shared granules is mapped
-        for (std::uintptr_t a = first; a < last && !any; a += g) any = s->mapped[(a - s->base) / g] != 0;
+        last = std::min(last, s->base + s->mapped.size() * g);
+        for (std::uintptr_t a = first; a < last && !any; a += g) any = s->granule_mapped((a - s->base) / g);
         if (!any) continue;
       }
       seg.blocks.push_back(std::move(block));

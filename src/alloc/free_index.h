@@ -9,13 +9,14 @@
 // Larger blocks, rarer and more varied, live in an ordered set (size, then
 // address). Both halves return the smallest fitting size: best fit, O(1) for
 // the bins and O(log n) for the set.
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <memory_resource>
 #include <set>
 #include <vector>
-#include <algorithm>
 
 #include "alloc/blocks.h"
 
@@ -56,9 +57,9 @@ class NodePool final : public std::pmr::memory_resource {
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
 
   void refill() {
-    const std::size_t stride = (node_size_ + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) *
-                               alignof(std::max_align_t);
-    auto* chunk = static_cast<char*>(::operator new(stride * kPerChunk));
+    const std::size_t stride =
+        (node_size_ + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) * alignof(std::max_align_t);
+    auto* chunk = static_cast<char*>(::operator new(stride* kPerChunk));
     chunks_.push_back(chunk);
     for (std::size_t i = 0; i < kPerChunk; ++i) {
       *reinterpret_cast<void**>(chunk + i * stride) = free_;
@@ -82,10 +83,11 @@ class FreeIndex {
   void insert(Block* b) {
     if (binned(b->size)) {
       std::size_t i = bin(b->size);
+      Block*& head = head_slot(i);
       b->bin_prev = nullptr;
-      b->bin_next = heads_[i];
-      if (heads_[i]) heads_[i]->bin_prev = b;
-      heads_[i] = b;
+      b->bin_next = head;
+      if (head) head->bin_prev = b;
+      head = b;
       words_[i / 64] |= std::uint64_t{1} << (i % 64);
       summary_ |= std::uint64_t{1} << (i / 64);
     } else {
@@ -97,10 +99,13 @@ class FreeIndex {
   void erase(Block* b) {
     if (binned(b->size)) {
       std::size_t i = bin(b->size);
-      if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
-      else heads_[i] = b->bin_next;
+      Block*& head = heads_[i / 64][i % 64];  // b is in it: the chunk exists
+      if (b->bin_prev)
+        b->bin_prev->bin_next = b->bin_next;
+      else
+        head = b->bin_next;
       if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;
-      if (!heads_[i]) {
+      if (!head) {
         words_[i / 64] &= ~(std::uint64_t{1} << (i % 64));
         if (!words_[i / 64]) summary_ &= ~(std::uint64_t{1} << (i / 64));
       }
@@ -123,7 +128,7 @@ class FreeIndex {
           bits = words_[w];
         }
       }
-      if (bits) return heads_[w * 64 + static_cast<std::size_t>(std::countr_zero(bits))];
+      if (bits) return heads_[w][static_cast<std::size_t>(std::countr_zero(bits))];
     }
     Block key;
     key.size = size;
@@ -138,7 +143,18 @@ class FreeIndex {
   // Sizes are multiples of kUnit (the allocator rounds to at least that).
   static std::size_t bin(std::size_t size) { return (size + kUnit - 1) / kUnit - 1; }
 
-  Block* heads_[kBins] = {};
+  // The head of bin i is heads_[i / 64][i % 64], in chunks of 64 made when
+  // a bin of theirs first gets a block: a pool per stream and size class,
+  // thousands of streams, and a flat array of 4,096 heads each took 32 KiB
+  // a pool (an RMM log with 5,000 streams took over a gigabyte).
+  Block*& head_slot(std::size_t i) {
+    auto& chunk = heads_[i / 64];
+    if (!chunk) [[unlikely]]
+      chunk = std::make_unique<Block*[]>(64);
+    return chunk[i % 64];
+  }
+
+  std::unique_ptr<Block*[]> heads_[kBins / 64];
   std::uint64_t words_[kBins / 64] = {};
   std::uint64_t summary_ = 0;
   std::set<Block*, BySizeThenAddress, std::pmr::polymorphic_allocator<Block*>> large_;

@@ -10,9 +10,9 @@ namespace gpumem::alloc {
 namespace {
 
 std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 }  // namespace
@@ -48,8 +48,8 @@ std::string TagTable::name(TagId tag) const {
 
 History::History(std::size_t capacity) : ring_(capacity), start_ns_(now_ns()) {}
 
-void History::append(HistoryAction action, std::uint64_t address, std::uint64_t size,
-                     std::uint64_t requested, StreamId stream, TagId tag) {
+void History::append(HistoryAction action, std::uint64_t address, std::uint64_t size, std::uint64_t requested,
+                     StreamId stream, TagId tag) {
   ring_[total_ % ring_.size()] = {action, now_ns() - start_ns_, address, size, requested, stream, tag};
   ++total_;
 }
@@ -65,14 +65,14 @@ std::vector<HistoryEvent> History::events() const {
 
 void History::clear() { total_ = 0; }
 
-void write_history_jsonl(std::ostream& out, const std::vector<HistoryEvent>& events,
-                         std::uint64_t dropped, const TagTable& tags) {
-  nlohmann::json header = {{"format", "gpumem-history"}, {"version", 1}, {"events", events.size()},
-                           {"dropped", dropped}};
+void write_history_jsonl(std::ostream& out, const std::vector<HistoryEvent>& events, std::uint64_t dropped,
+                         const TagTable& tags) {
+  nlohmann::json header = {
+      {"format", "gpumem-history"}, {"version", 1}, {"events", events.size()}, {"dropped", dropped}};
   out << header.dump() << '\n';
   for (const HistoryEvent& e : events) {
-    nlohmann::json line = {{"action", action_name(e.action)}, {"time_ns", e.time_ns}, {"addr", e.address},
-                           {"size", e.size}};
+    nlohmann::json line = {
+        {"action", action_name(e.action)}, {"time_ns", e.time_ns}, {"addr", e.address}, {"size", e.size}};
     if (e.action == HistoryAction::kAlloc) line["requested"] = e.requested;
     line["stream"] = e.stream;
     if (e.tag != kNoTag) line["tag"] = tags.name(e.tag);

@@ -23,8 +23,8 @@ void* LimitingAdaptor::do_allocate(std::size_t bytes, StreamId stream) {
   std::size_t in_use = used_.load(std::memory_order_relaxed);
   do {
     if (charge > limit_ || in_use > limit_ - charge)
-      throw OutOfMemoryError(fmt::format("{}: byte budget of {} exceeded: {} in use, {} requested",
-                                         name(), format_bytes(limit_), format_bytes(in_use), format_bytes(bytes)),
+      throw OutOfMemoryError(fmt::format("{}: byte budget of {} exceeded: {} in use, {} requested", name(),
+                                         format_bytes(limit_), format_bytes(in_use), format_bytes(bytes)),
                              bytes);
   } while (!used_.compare_exchange_weak(in_use, in_use + charge, std::memory_order_relaxed));
   try {

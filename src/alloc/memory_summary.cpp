@@ -34,14 +34,14 @@ std::string format_memory_summary(const AllocatorStats& s) {
   std::string out = rule('=');
   out += fmt::format("|{:^{}}|\n", "gpumem caching allocator: memory summary", kWidth - 2);
   out += rule('-');
-  out += fmt::format("|{:^{}}|\n",
-                     fmt::format("device allocations (segments/maps): {}    device frees: {}", s.num_device_alloc,
-                                 s.num_device_free),
-                     kWidth - 2);
-  out += fmt::format("|{:^{}}|\n",
-                     fmt::format("out-of-memory errors: {}    retries after freeing cache: {}", s.num_ooms,
-                                 s.num_alloc_retries),
-                     kWidth - 2);
+  out += fmt::format(
+      "|{:^{}}|\n",
+      fmt::format("device allocations (segments/maps): {}    device frees: {}", s.num_device_alloc, s.num_device_free),
+      kWidth - 2);
+  out += fmt::format(
+      "|{:^{}}|\n",
+      fmt::format("out-of-memory errors: {}    retries after freeing cache: {}", s.num_ooms, s.num_alloc_retries),
+      kWidth - 2);
   out += rule('=');
   out += fmt::format("| {:<25}| {:>10} | {:>10} | {:>10} | {:>10} |\n", "Metric", "Cur Usage", "Peak Usage",
                      "Tot Alloc", "Tot Freed");

@@ -19,7 +19,9 @@ nlohmann::json to_json(const Snapshot& snapshot) {
   for (const SegmentSnapshot& s : snapshot.segments) {
     nlohmann::json blocks = nlohmann::json::array();
     for (const BlockSnapshot& b : s.blocks) {
-      nlohmann::json block = {{"address", b.address}, {"size", b.size}, {"requested_size", b.requested_size},
+      nlohmann::json block = {{"address", b.address},
+                              {"size", b.size},
+                              {"requested_size", b.requested_size},
                               {"state", state_name(b.state)}};
       if (!b.tag.empty()) block["tag"] = b.tag;
       blocks.push_back(std::move(block));

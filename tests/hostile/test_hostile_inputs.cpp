@@ -207,5 +207,22 @@ TEST(HostileInputs, AGzipBombStopsEarlyAndSmall) {
   }
 }
 
+// An RMM log of 5,000 lines with a stream per allocation once took 10 GB
+// and then an internal error (bad_alloc): per-stream state is now what
+// the stream uses, not a device's worth of granule flags and 4,096 bins.
+TEST(HostileInputs, AStreamPerAllocationStaysSmall) {
+  std::string log = "Thread,Time,Action,Pointer,Size,Stream\n";
+  for (int i = 0; i < 5000; ++i)
+    log += "1," + std::to_string(i) + ",allocate,0x" + std::to_string((i + 1) * 10000) + ",4096," +
+           std::to_string(i + 1) + "\n";
+  const std::string path = write_temp("streams.csv", log);
+  const CliRun r = run_shell("/usr/bin/time -f 'rss_kb %M' timeout -s KILL 30 " + std::string(GPUMEM_CLI_PATH) +
+                             " replay --json " + path);
+  EXPECT_EQ(r.code, 0) << r.err;
+  const size_t at = r.err.find("rss_kb ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_LT(std::stoul(r.err.substr(at + 7)), 1'000'000u) << r.err;
+}
+
 }  // namespace
 }  // namespace gpumem::test

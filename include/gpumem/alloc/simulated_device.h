@@ -102,7 +102,7 @@ class SimulatedDevice final : public MemoryResource, public VirtualMemory, publi
   };
   struct Reservation {
     std::size_t bytes;
-    std::vector<bool> mapped;  // one flag per granule
+    std::vector<bool> mapped;  // one flag per granule, up to the highest mapped
   };
 
   void charge_call_locked();
