@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 
 namespace gpumem {
@@ -90,7 +91,7 @@ std::string render_llm_text(const LlmPlan& p) {
   const auto& r = p.request;
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
-  line(fmt::format("Model       {} ({}, {})", m.source, m.format, m.architecture));
+  line(fmt::format("Model       {} ({}, {})", one_line(m.source), m.format, one_line(m.architecture)));
   line(fmt::format("            {} layers, {} embd, {} heads ({} KV heads x {} dims), {} ff, {} vocab{}{}", m.n_layer,
                    m.n_embd, m.n_head, m.n_head_kv, m.head_dim_k, m.n_ff, format_count(m.n_vocab),
                    m.n_ctx_train ? fmt::format(", trained at {} tokens", format_count(m.n_ctx_train)) : "",
@@ -266,7 +267,7 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
   const auto signed_bytes = [](int64_t b) {
     return b < 0 ? "-" + format_bytes(static_cast<uint64_t>(-b)) : format_bytes(static_cast<uint64_t>(b));
   };
-  line(fmt::format("Model       {} ({}, {})", m.source, m.format, m.architecture));
+  line(fmt::format("Model       {} ({}, {})", one_line(m.source), m.format, one_line(m.architecture)));
   line(fmt::format("            {} layers, {} embd, {} heads ({} KV heads x {} dims), {} ff, {} vocab, {}", m.n_layer,
                    m.n_embd, m.n_head, m.n_head_kv, m.head_dim_k, m.n_ff, format_count(m.n_vocab), m.weight_dtype));
   line(

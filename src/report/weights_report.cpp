@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/report/weights_report.h"
 #include "report/shape_text.h"
@@ -16,7 +17,7 @@ using report::shape_text;
 std::string render_weights_text(const weights::WeightSummary& s, int top) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
-  line(fmt::format("Weights     {} ({}, {})", s.file.path, s.file.format, format_bytes(s.file.file_bytes)));
+  line(fmt::format("Weights     {} ({}, {})", one_line(s.file.path), s.file.format, format_bytes(s.file.file_bytes)));
   line(fmt::format("            {} tensors, {} values", format_count(s.file.tensors.size()), format_count(s.elements)));
   line();
   line(fmt::format("Total       {:>12}  tensor data", format_bytes(s.total_bytes)));
@@ -25,8 +26,8 @@ std::string render_weights_text(const weights::WeightSummary& s, int top) {
                      format_bytes(s.unique_bytes), s.duplicates.size()));
   }
   for (const auto& d : s.by_dtype) {
-    line(fmt::format("  {:<10}{:>12}  in {} tensors, {} values", d.key, format_bytes(d.bytes), format_count(d.tensors),
-                     format_count(d.elements)));
+    line(fmt::format("  {:<10}{:>12}  in {} tensors, {} values", one_line(d.key), format_bytes(d.bytes),
+                     format_count(d.tensors), format_count(d.elements)));
   }
   size_t layers = 0;
   uint64_t layer_bytes = 0, largest = 0;
@@ -42,7 +43,7 @@ std::string render_weights_text(const weights::WeightSummary& s, int top) {
   }
   for (const auto& d : s.duplicates) {
     std::string names;
-    for (const auto& n : d.names) names += (names.empty() ? "" : " = ") + n;
+    for (const auto& n : d.names) names += (names.empty() ? "" : " = ") + one_line(n);
     line(fmt::format("Duplicate   {:>12}  {}", format_bytes(d.bytes), names));
   }
   std::vector<const weights::TensorEntry*> largest_tensors;
@@ -55,7 +56,8 @@ std::string render_weights_text(const weights::WeightSummary& s, int top) {
     line();
     line("Largest tensors");
     for (const auto* t : largest_tensors) {
-      line(fmt::format("  {:>12}  {:<7} {:<20} {}", format_bytes(t->bytes), t->dtype, shape_text(t->shape), t->name));
+      line(fmt::format("  {:>12}  {:<7} {:<20} {}", format_bytes(t->bytes), one_line(t->dtype), shape_text(t->shape),
+                       one_line(t->name)));
     }
   }
   return out;

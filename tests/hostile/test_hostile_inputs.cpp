@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli_runner.h"
+#include "model/onnx_builder.h"
 #include "test_paths.h"
 
 namespace gpumem::test {
@@ -222,6 +223,33 @@ TEST(HostileInputs, AStreamPerAllocationStaysSmall) {
   const size_t at = r.err.find("rss_kb ");
   ASSERT_NE(at, std::string::npos) << r.err;
   EXPECT_LT(std::stoul(r.err.substr(at + 7)), 1'000'000u) << r.err;
+}
+
+// Names read from a file go to stdout escaped too: a tensor named with a
+// newline and an escape sequence, in a safetensors file.
+TEST(HostileInputs, TensorNamesOnStdoutAreEscaped) {
+  const std::string header =
+      "{\"evil\\nname\\u001b[31m\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  const std::string path = write_temp("evil_names.safetensors", file + header + std::string(8, '\0'));
+  const CliRun r = run_bounded("weights " + path);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evil\\x0aname\\x1b[31m"), std::string::npos) << r.out;
+}
+
+// An initializer of 2^40 values without their data: one line, exit 2 (it
+// was an internal error in quantize).
+TEST(HostileInputs, AHugeInitializerIsBadInputToQuantize) {
+  OnnxBuilder b;
+  b.input("x", {1, 4});
+  b.weight("big", {int64_t{1} << 20, int64_t{1} << 20});
+  b.node("MatMul", {"x", "big"}, {"y"});
+  b.output("y");
+  const std::string model = write_temp("big_initializer.onnx", b.bytes());
+  const CliRun r = run_bounded("quantize " + model + " " + temp_dir() + "/big.gguf --type q8_0");
+  expect_one_line_error(r, "quantize");
 }
 
 }  // namespace
