@@ -102,6 +102,12 @@ class Cursor {
   }
 
   void skip(uint64_t n) { pos_ += n; }
+  // The next n bytes (n checked against what is left by the caller).
+  std::string_view take(uint64_t n) {
+    const std::string_view s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
 
  private:
   std::string_view bytes_;
@@ -338,12 +344,14 @@ std::vector<GgufKeyValue> parse_gguf_metadata(std::string_view bytes, const std:
       if (count > in.left() / least)
         in.fail_at(count_at, fmt::format("an array of {} {} values runs past the end of the file", count,
                                          type_name(kv.value.element_type)));
-      kv.value.elements.reserve(count);
-      for (uint64_t j = 0; j < count; ++j) {
-        if (kv.value.element_type == GgufType::kString)
+      if (kv.value.element_type == GgufType::kString) {
+        kv.value.elements.reserve(count);
+        for (uint64_t j = 0; j < count; ++j)
           kv.value.elements.push_back(GgufValue::string(std::string(in.string("a string"))));
-        else
-          kv.value.elements.push_back(scalar(kv.value.element_type));
+      } else {
+        // Numbers stay as the file's bytes: a GgufValue per uint8 made a
+        // 24 MB array cost 2 GB (issue 34).
+        kv.value.packed = std::string(in.take(count * least));
       }
     } else {
       kv.value = scalar(type);

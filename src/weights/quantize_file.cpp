@@ -165,7 +165,13 @@ void read_mapped(const std::string& path, Input& in) {
     s.data = m->bytes().substr(e.offset, e.bytes);
     in.tensors.push_back(std::move(s));
   }
-  if (file.format == "gguf") in.gguf_metadata = parse_gguf_metadata(in.mapped.at(path)->bytes(), path);
+  if (file.format == "gguf") {
+    // A GGUF without tensors has mapped nothing yet (it was an internal
+    // error, map::at): its metadata is still read, and the file said empty below.
+    auto& m = in.mapped[path];
+    if (!m) m = std::make_unique<MappedFile>(path);
+    in.gguf_metadata = parse_gguf_metadata(m->bytes(), path);
+  }
 }
 
 Input read_input(const std::string& path) {

@@ -252,5 +252,28 @@ TEST(HostileInputs, AHugeInitializerIsBadInputToQuantize) {
   expect_one_line_error(r, "quantize");
 }
 
+// A 24 MB GGUF holding one uint8 array once cost 2 GB in quantize (a value
+// object per element), and a GGUF without tensors was an internal error.
+TEST(HostileInputs, AHugeMetadataArrayIsCopiedAsBytes) {
+  const auto le = [](uint64_t v, int bytes) {
+    std::string out;
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return out;
+  };
+  const uint64_t n = 24ull << 20;
+  const std::string key = "general.big";
+  std::string gguf = "GGUF" + le(3, 4) + le(0, 8) + le(1, 8) + le(key.size(), 8) + key + le(9, 4) + le(0, 4) + le(n, 8);
+  gguf += std::string(n, '\x07');
+  const std::string in = write_temp("big_array.gguf", gguf);
+  const std::string out = temp_dir() + "/big_array_q8.gguf";
+  const CliRun r = run_shell("/usr/bin/time -f 'rss_kb %M' timeout -s KILL 30 " + std::string(GPUMEM_CLI_PATH) +
+                             " quantize " + in + " " + out + " --type q8_0");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const size_t at = r.err.find("rss_kb ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_LT(std::stoul(r.err.substr(at + 7)), 300'000u) << r.err;
+  EXPECT_GT(fs::file_size(out), n);  // the array went through whole
+}
+
 }  // namespace
 }  // namespace gpumem::test

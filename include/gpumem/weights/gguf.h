@@ -53,7 +53,9 @@ enum class GgufType : uint32_t {
 
 // A typed value to write. Integers of every width live in `integer` (signed
 // ones as their two's complement), floats in `real`, strings in `text`; an
-// array has `element_type` and one GgufValue per element (no nesting).
+// array has `element_type` and one GgufValue per element (no nesting), or,
+// for numbers, their little-endian bytes as a GGUF file holds them in
+// `packed` (what the reader gives: a value per element is ~90 bytes).
 struct GgufValue {
   GgufType type = GgufType::kUint32;
   uint64_t integer = 0;
@@ -61,6 +63,7 @@ struct GgufValue {
   std::string text;
   GgufType element_type = GgufType::kUint32;
   std::vector<GgufValue> elements;
+  std::string packed;  // an array of numbers, as stored; `elements` is then empty
 
   static GgufValue string(std::string s);
   static GgufValue u32(uint32_t v);
