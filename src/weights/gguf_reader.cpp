@@ -34,23 +34,6 @@ constexpr size_t kShortString = 32;  // ... when their strings are this short
 constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
 
-uint64_t scalar_size(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool: return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16: return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32: return 4;
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat64: return 8;
-    default: return 0;  // strings and arrays have no fixed size
-  }
-}
-
 std::string_view type_name(GgufType t) {
   switch (t) {
     case GgufType::kUint8: return "uint8";
@@ -130,7 +113,7 @@ double as_double(uint64_t bits) {
 
 // One scalar as text; `type` is fixed-size.
 std::string scalar_text(Cursor& in, GgufType type, uint64_t at) {
-  const uint64_t v = in.uint(scalar_size(type), "a value");
+  const uint64_t v = in.uint(gguf_scalar_size(type), "a value");
   switch (type) {
     case GgufType::kInt8: return std::to_string(static_cast<int8_t>(v));
     case GgufType::kInt16: return std::to_string(static_cast<int16_t>(v));
@@ -158,7 +141,7 @@ std::string array_text(Cursor& in) {
   const uint64_t count = in.u64("an array's length");
   if (element == GgufType::kArray) in.fail_at(count_at - 4, "an array of arrays");
   // Strings take at least their 8-byte length.
-  const uint64_t least = element == GgufType::kString ? 8 : scalar_size(element);
+  const uint64_t least = element == GgufType::kString ? 8 : gguf_scalar_size(element);
   if (count > in.left() / least)
     in.fail_at(count_at,
                fmt::format("an array of {} {} values runs past the end of the file", count, type_name(element)));
@@ -314,7 +297,7 @@ std::vector<GgufKeyValue> parse_gguf_metadata(std::string_view bytes, const std:
   const auto scalar = [&](GgufType type) {
     GgufValue v;
     v.type = type;
-    const uint64_t bits = in.uint(scalar_size(type), "a value");
+    const uint64_t bits = in.uint(gguf_scalar_size(type), "a value");
     if (type == GgufType::kFloat32)
       v.real = as_float(bits);
     else if (type == GgufType::kFloat64)
@@ -340,7 +323,7 @@ std::vector<GgufKeyValue> parse_gguf_metadata(std::string_view bytes, const std:
       const uint64_t count_at = in.pos();
       const uint64_t count = in.u64("an array's length");
       if (kv.value.element_type == GgufType::kArray) in.fail_at(count_at - 4, "an array of arrays");
-      const uint64_t least = kv.value.element_type == GgufType::kString ? 8 : scalar_size(kv.value.element_type);
+      const uint64_t least = kv.value.element_type == GgufType::kString ? 8 : gguf_scalar_size(kv.value.element_type);
       if (count > in.left() / least)
         in.fail_at(count_at, fmt::format("an array of {} {} values runs past the end of the file", count,
                                          type_name(kv.value.element_type)));
@@ -364,6 +347,23 @@ std::vector<GgufKeyValue> parse_gguf_metadata(std::string_view bytes, const std:
 WeightFile read_gguf(const std::string& path) {
   const MappedFile mapped(path);
   return parse_gguf(mapped.bytes(), path);
+}
+
+uint64_t gguf_scalar_size(GgufType t) {
+  switch (t) {
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kBool: return 1;
+    case GgufType::kUint16:
+    case GgufType::kInt16: return 2;
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kFloat32: return 4;
+    case GgufType::kUint64:
+    case GgufType::kInt64:
+    case GgufType::kFloat64: return 8;
+    default: return 0;  // strings and arrays have no fixed size
+  }
 }
 
 }  // namespace gpumem::weights

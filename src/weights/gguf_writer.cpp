@@ -29,26 +29,6 @@ void put_string(std::string& out, const std::string& s) {
   out += s;
 }
 
-// Bytes of one number of a GGUF type; 0 for strings and arrays.
-uint64_t element_bytes(GgufType type) {
-  switch (type) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool: return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16: return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32: return 4;
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat64: return 8;
-    case GgufType::kString:
-    case GgufType::kArray: return 0;
-  }
-  return 0;
-}
-
 // A value without its type tag (arrays carry their element type inside).
 void put_value(std::string& out, const GgufValue& v) {
   switch (v.type) {
@@ -67,7 +47,7 @@ void put_value(std::string& out, const GgufValue& v) {
     case GgufType::kArray:
       put(out, static_cast<uint32_t>(v.element_type), 4);
       if (!v.packed.empty()) {
-        const uint64_t size = element_bytes(v.element_type);
+        const uint64_t size = gguf_scalar_size(v.element_type);
         if (size == 0 || !v.elements.empty() || v.packed.size() % size != 0)
           throw std::invalid_argument("a GGUF array's packed bytes are not whole numbers of its element type");
         put(out, v.packed.size() / size, 8);

@@ -51,6 +51,9 @@ enum class GgufType : uint32_t {
   kFloat64 = 12,
 };
 
+// Bytes of one number of a GGUF type; 0 for strings and arrays.
+uint64_t gguf_scalar_size(GgufType type);
+
 // A typed value to write. Integers of every width live in `integer` (signed
 // ones as their two's complement), floats in `real`, strings in `text`; an
 // array has `element_type` and one GgufValue per element (no nesting), or,
