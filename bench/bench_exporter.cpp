@@ -67,8 +67,9 @@ std::vector<pid_t> start_publishers() {
     const pid_t child = fork();
     if (child == 0) {
       alloc::StatsSample sample;
-      sample.stats.allocated_bytes[0].current = (std::int64_t{10} << 30) + p;
-      sample.stats.reserved_bytes[0].current = std::int64_t{12} << 30;
+      // Figures the exporter takes as possible: peaks at least the current values.
+      sample.stats.allocated_bytes[0].current = sample.stats.allocated_bytes[0].peak = (std::int64_t{10} << 30) + p;
+      sample.stats.reserved_bytes[0].current = sample.stats.reserved_bytes[0].peak = std::int64_t{12} << 30;
       sample.free_space.free_bytes = std::size_t{2} << 30;
       sample.free_space.largest_block = std::size_t{1} << 30;
       sample.capacity = 150'754'820'096;
