@@ -48,7 +48,7 @@ tsan: deps
 # libFuzzer needs clang; see docs/developers.md.
 fuzz:
 	@cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DGPUMEM_FUZZ=ON -DGPUMEM_BUILD_TESTS=OFF -DGPUMEM_BUILD_BENCH=OFF
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader fuzz_plan_csv fuzz_allocator fuzz_chrome_trace fuzz_pickle fuzz_gzip fuzz_gguf fuzz_safetensors fuzz_request_trace fuzz_llm_config fuzz_published_block fuzz_iteration_plan fuzz_oom_message
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_onnx_loader fuzz_plan_csv fuzz_allocator fuzz_chrome_trace fuzz_pickle fuzz_gzip fuzz_gguf fuzz_safetensors fuzz_request_trace fuzz_llm_config fuzz_published_block fuzz_iteration_plan fuzz_oom_message fuzz_safetensors_index
 
 clean:
 	rm -rf $(BUILD_DIR) build-fuzz build-asan build-tsan *.configure.log

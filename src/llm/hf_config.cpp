@@ -23,6 +23,8 @@ class Config {
       root_ = json::parse(text, json_depth_guard(path_));
     } catch (const json::parse_error& e) {
       throw InputError(fmt::format("{}: byte {}: not JSON", printable(path_), e.byte));
+    } catch (const json::exception& e) {  // a number past a double (out_of_range.406), ...
+      throw InputError(fmt::format("{}: not JSON gpumem can read ({})", printable(path_), e.what()));
     }
     if (!root_.is_object()) throw InputError(fmt::format("{}: not a JSON object", printable(path_)));
     // Multimodal models (Llama 4, Gemma 3, ...) keep the decoder's keys in text_config.

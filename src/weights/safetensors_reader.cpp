@@ -66,6 +66,8 @@ WeightFile parse_safetensors(std::string_view bytes, const std::string& path) {
     doc = nlohmann::json::parse(bytes.substr(8, header), json_depth_guard(path));
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{}: byte {}: the header is not JSON ({})", path, 8 + e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // a number past a double (out_of_range.406), ...
+    throw InputError(fmt::format("{}: the header is not JSON gpumem can read ({})", path, e.what()));
   }
   if (!doc.is_object()) throw InputError(fmt::format("{}: byte 8: the header is not a JSON object", path));
   const uint64_t data_start = 8 + header;
@@ -146,6 +148,8 @@ WeightFile read_safetensors_index(const std::string& index_path) {
     doc = nlohmann::json::parse(file.bytes(), json_depth_guard(index_path));
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{}: byte {}: not JSON ({})", index_path, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: not JSON gpumem can read ({})", index_path, e.what()));
   }
   if (!doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
     throw InputError(fmt::format("{}: no \"weight_map\" object: not a safetensors index", index_path));

@@ -275,5 +275,19 @@ TEST(HostileInputs, AHugeMetadataArrayIsCopiedAsBytes) {
   EXPECT_GT(fs::file_size(out), n);  // the array went through whole
 }
 
+// A number past a double is JSON that parses to nothing: once an internal
+// error (nlohmann's out_of_range escaped the readers), now one line.
+TEST(HostileInputs, ANumberPastADoubleIsBadInput) {
+  const std::string dir = temp_dir() + "/overflow_model";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/config.json") << "{\"model_type\": \"llama\", \"hidden_size\": 1e999}";
+  const std::string index = temp_dir() + "/model.safetensors.index.json";
+  std::ofstream(index) << "{\"weight_map\": {\"a\": 1e999}}";
+  for (const std::string c : {"llm " + dir + " --gpu 8GiB", "weights " + index}) {
+    const CliRun r = run_bounded(c);
+    expect_one_line_error(r, c);
+  }
+}
+
 }  // namespace
 }  // namespace gpumem::test
