@@ -83,8 +83,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::advance(it, arg % live.size());
         check(a.record_stream(reinterpret_cast<void*>(it->first), stream) == FreeStatus::kOk);
       } else if (op == 6) {
-        if (arg & 1) device.launch(stream);
-        else device.complete(stream);
+        if (arg & 1)
+          device.launch(stream);
+        else
+          device.complete(stream);
       } else if (op == 7) {
         a.empty_cache();
       }

@@ -90,8 +90,9 @@ void check_writers(const Trace& t) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   Trace t;
-  if (read_both([](std::string_view s, const ReadOptions& o) { return gpumem::trace::read_chrome_trace(s, "fuzz.json", o); },
-                text, t)) {
+  if (read_both(
+          [](std::string_view s, const ReadOptions& o) { return gpumem::trace::read_chrome_trace(s, "fuzz.json", o); },
+          text, t)) {
     check(std::is_sorted(t.events.begin(), t.events.end(),
                          [](const Event& a, const Event& b) { return a.time_ns < b.time_ns; }));
     for (const Event& e : t.events) check(e.size >= 0 && e.context < t.contexts.size());
@@ -100,8 +101,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (read_both([](std::string_view s, const ReadOptions& o) { return gpumem::trace::read_rmm_log(s, "fuzz.csv", o); },
                 text, t))
     check_writers(t);
-  if (read_both([](std::string_view s, const ReadOptions& o) { return gpumem::trace::read_history(s, "fuzz.jsonl", o); },
-                text, t))
+  if (read_both(
+          [](std::string_view s, const ReadOptions& o) { return gpumem::trace::read_history(s, "fuzz.jsonl", o); },
+          text, t))
     check_writers(t);
   return 0;
 }

@@ -73,8 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   const Outcome b = in_two_pieces(data, split);
   check(a.ok == b.ok);
   // Where the limit is found depends on the reads; which error it is does not.
-  if (!a.ok && a.bytes.ends_with(kOverLimit)) check(b.bytes.ends_with(kOverLimit));
-  else check(a.bytes == b.bytes);
+  if (!a.ok && a.bytes.ends_with(kOverLimit))
+    check(b.bytes.ends_with(kOverLimit));
+  else
+    check(a.bytes == b.bytes);
   return 0;
 }
 

@@ -25,11 +25,7 @@ using gpumem::fuzz::check;
 namespace {
 
 const std::filesystem::path& directory() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("gpumem_fuzz_blocks_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
+  static const std::filesystem::path dir = gpumem::fuzz::scratch_folder("blocks");
   return dir;
 }
 
@@ -37,10 +33,7 @@ const std::filesystem::path& directory() {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = directory() / "gpumem.fuzz";
-  {
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
+  gpumem::fuzz::write_input(file, data, size);
   gpumem::alloc::ReadOptions options;
   options.directory = directory().string();
   options.unlink_stale = false;

@@ -34,8 +34,7 @@ std::string shard(const std::string& first, const std::string& second) {
 
 const std::filesystem::path& folder() {
   static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("gpumem_fuzz_index_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
+    auto d = gpumem::fuzz::scratch_folder("index");
     std::ofstream(d / "model-00001-of-00002.safetensors", std::ios::binary) << shard("a", "b");
     std::ofstream(d / "model-00002-of-00002.safetensors", std::ios::binary) << shard("c", "d");
     return d;
@@ -47,10 +46,7 @@ const std::filesystem::path& folder() {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto index = folder() / "model.safetensors.index.json";
-  {
-    std::ofstream out(index, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
+  gpumem::fuzz::write_input(index, data, size);
   try {
     const gpumem::weights::WeightFile f = gpumem::weights::read_safetensors_index(index.string());
     for (const auto& t : f.tensors) {
