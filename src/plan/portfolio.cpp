@@ -2,14 +2,50 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
+
+#include <pthread.h>
 
 #include "plan/conflicts.h"
 #include "plan/skyline_search.h"
 
 namespace gpumem::plan::detail {
 namespace {
+
+// The exact searches recurse once per placed buffer: 8 MiB, a thread's
+// default stack, ran out under ASan on the bert_infer_dynamic trace. Each
+// worker gets 256 MiB of address space for its stack, used only as deep as
+// the search goes.
+void run_with_deep_stacks(int threads, const std::function<void(int)>& work) {
+  constexpr std::size_t kStack = std::size_t{256} << 20;
+  struct Task {
+    const std::function<void(int)>* work;
+    int index;
+  };
+  std::vector<Task> tasks(static_cast<std::size_t>(threads));
+  std::vector<pthread_t> ids(static_cast<std::size_t>(threads));
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kStack);
+  std::size_t started = 0;
+  for (int t = 0; t < threads; ++t) {
+    tasks[static_cast<std::size_t>(t)] = {&work, t};
+    const auto run = [](void* p) -> void* {
+      const auto* task = static_cast<const Task*>(p);
+      (*task->work)(task->index);
+      return nullptr;
+    };
+    if (pthread_create(&ids[started], &attr, run, &tasks[static_cast<std::size_t>(t)]) != 0) {
+      work(t);  // no thread to be had: this one does the work, on its own stack
+      continue;
+    }
+    ++started;
+  }
+  pthread_attr_destroy(&attr);
+  for (std::size_t i = 0; i < started; ++i) pthread_join(ids[i], nullptr);
+}
 
 // The Luby sequence 1,1,2,1,1,2,4,1,1,2,...: restart limits that waste at
 // most a log factor against the best fixed limit, whatever it is.
@@ -140,13 +176,7 @@ SearchStatus portfolio_find(const Problem& problem, const std::vector<int>& memb
     }
   };
 
-  if (threads == 1) {
-    worker(0);
-  } else {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back(worker, t);
-    for (auto& t : pool) t.join();
-  }
+  run_with_deep_stacks(threads, worker);
   nodes += total_nodes.load();
   return result;
 }

@@ -287,8 +287,11 @@ ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit
 
 // `live` (a problem at a budget of 0) within `budget`.
 ChainProblem within(ChainProblem live, uint64_t budget) {
-  const auto shift = [budget](int64_t& need) {
-    if (need > kNoNeed) need -= static_cast<int64_t>(budget);
+  // A budget past 2^60 bytes is no limit; capping it keeps need - budget
+  // from overflowing (a budget over INT64_MAX read as negative: UBSan).
+  const int64_t b = static_cast<int64_t>(std::min<uint64_t>(budget, uint64_t{1} << 60));
+  const auto shift = [b](int64_t& need) {
+    if (need > kNoNeed) need = std::max(need - b, kNoNeed + 1);
   };
   std::for_each(live.need.begin(), live.need.end(), shift);
   std::for_each(live.need_backward.begin(), live.need_backward.end(), shift);
