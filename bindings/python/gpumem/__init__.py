@@ -163,7 +163,7 @@ def serve_sim(**flags) -> Result | str:
     when output= is given.
     """
     if flags.get("generate"):
-        code, out, err = _cli.run(_cli.build_args("serve-sim", [], flags, "serve_sim"))
+        out = _cli.run(_cli.build_args("serve-sim", [], flags, "serve_sim"))[1]
         return os.fspath(flags["output"]) if flags.get("output") else out.decode()
     return _json_command("serve-sim", [], flags, "serve_sim")
 
