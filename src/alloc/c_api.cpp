@@ -1,5 +1,6 @@
 // The C API (include/gpumem/gpumem.h): handles over the C++ allocator, and
 // exceptions turned into status codes with a thread-local message.
+#include "common/bounded_json.h"
 #include "gpumem/gpumem.h"
 
 #include <chrono>
@@ -368,7 +369,7 @@ gpumem_status gpumem_snapshot_json(gpumem_allocator* allocator, char* buffer, si
   return guarded(__func__, [&] {
     CachingAllocator& a = allocator_of(allocator);
     check_buffer(buffer, size);
-    copy_out(gpumem::alloc::to_json(a.snapshot()).dump(), buffer, size, needed);
+    copy_out(gpumem::json_text(gpumem::alloc::to_json(a.snapshot())), buffer, size, needed);
   });
 }
 

@@ -1,5 +1,6 @@
 // The allocation history ring buffer and its JSON-lines form.
 #include "gpumem/alloc/history.h"
+#include "common/bounded_json.h"
 
 #include <chrono>
 #include <ostream>
@@ -69,14 +70,14 @@ void write_history_jsonl(std::ostream& out, const std::vector<HistoryEvent>& eve
                          const TagTable& tags) {
   nlohmann::json header = {
       {"format", "gpumem-history"}, {"version", 1}, {"events", events.size()}, {"dropped", dropped}};
-  out << header.dump() << '\n';
+  out << json_text(header) << '\n';
   for (const HistoryEvent& e : events) {
     nlohmann::json line = {
         {"action", action_name(e.action)}, {"time_ns", e.time_ns}, {"addr", e.address}, {"size", e.size}};
     if (e.action == HistoryAction::kAlloc) line["requested"] = e.requested;
     line["stream"] = e.stream;
     if (e.tag != kNoTag) line["tag"] = tags.name(e.tag);
-    out << line.dump() << '\n';
+    out << json_text(line) << '\n';
   }
 }
 

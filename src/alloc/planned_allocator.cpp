@@ -151,7 +151,7 @@ std::string to_json(const IterationPlan& plan) {
   j["proven_optimal"] = plan.proven_optimal;
   auto& requests = j["requests"] = nlohmann::ordered_json::array();
   for (std::size_t k = 0; k < plan.sizes.size(); ++k) requests.push_back({plan.sizes[k], plan.offsets[k]});
-  return j.dump() + "\n";
+  return json_text(j) + "\n";
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include "gpumem/alloc/stats_publisher.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -15,11 +16,14 @@
 #include <random>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -349,7 +353,31 @@ PublishedStatsReader::PublishedStatsReader(ReadOptions options) : options_(std::
 
 namespace {
 
-Verdict judge(const std::string& path, PublishedStats& block) {
+// Whether `uid` is root or a member of `group` (its primary group or a
+// supplementary one, as the user database says).
+bool owner_in_group(uid_t uid, gid_t group) {
+  if (uid == 0) return true;
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) return false;
+  if (entry.pw_gid == group) return true;
+  int count = 64;
+  std::vector<gid_t> groups(static_cast<std::size_t>(count));
+  if (getgrouplist(entry.pw_name, entry.pw_gid, groups.data(), &count) == -1) {
+    groups.resize(static_cast<std::size_t>(count));
+    if (getgrouplist(entry.pw_name, entry.pw_gid, groups.data(), &count) == -1) return false;
+  }
+  groups.resize(static_cast<std::size_t>(count));
+  return std::find(groups.begin(), groups.end(), group) != groups.end();
+}
+
+std::array<std::uint64_t, 4> counters_of(const PublishedStats& b) {
+  return {b.device_allocs, b.device_frees, b.alloc_retries, b.ooms};
+}
+
+template <typename TrustedOwner>
+Verdict judge(const std::string& path, PublishedStats& block, TrustedOwner&& trusted_owner) {
   // O_NOFOLLOW, O_NONBLOCK (a FIFO must not hang us) and the checks below.
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? Verdict::kGone : Verdict::kRejected;
@@ -365,7 +393,7 @@ Verdict judge(const std::string& path, PublishedStats& block) {
   if (process_gone(block)) return Verdict::kGone;
   // Another user's file naming our pid, a root shell, pid 1: refused.
   const std::optional<uid_t> owner = owner_of(block.pid);
-  if (!owner || *owner != st.st_uid) return Verdict::kRejected;
+  if (!owner || (*owner != st.st_uid && !trusted_owner(st.st_uid))) return Verdict::kRejected;
   if (!plausible_published_stats(block)) return Verdict::kRejected;
   return Verdict::kKeep;
 }
@@ -388,25 +416,41 @@ std::vector<PublishedBlock> PublishedStatsReader::read() {
     names.resize(options_.max_blocks);
   }
 
+  const auto trusted_owner = [this](uid_t uid) {
+    if (!options_.trusted_group) return false;
+    const auto known = std::find_if(trusted_owners_.begin(), trusted_owners_.end(),
+                                    [uid](const auto& entry) { return entry.first == uid; });
+    if (known != trusted_owners_.end()) return known->second;
+    const bool member = owner_in_group(uid, *options_.trusted_group);
+    if (trusted_owners_.size() < 4096) trusted_owners_.emplace_back(uid, member);
+    return member;
+  };
   std::vector<std::pair<std::string, Seen>> seen;
   for (const std::string& file : names) {
     const std::string path = options_.directory + "/" + file;
     PublishedStats block;
-    switch (judge(path, block)) {
+    switch (judge(path, block, trusted_owner)) {
       case Verdict::kGone:
         if (options_.unlink_stale) unlink(path.c_str());
         continue;
       case Verdict::kRejected: ++rejected_; continue;
       case Verdict::kKeep: break;
     }
-    // An update count that went back: someone rewrote the block.
+    // An update count that went back, or some counters but not all of
+    // them (a reset zeroes them together): someone rewrote the block.
     const auto last = std::find_if(seen_.begin(), seen_.end(), [&](const auto& s) { return s.first == file; });
-    if (last != seen_.end() && last->second.start_time_ns == block.start_time_ns &&
-        block.updates < last->second.updates) {
-      ++rejected_;
-      continue;
+    const std::array<std::uint64_t, 4> counters = counters_of(block);
+    if (last != seen_.end() && last->second.start_time_ns == block.start_time_ns) {
+      const bool some_back = !std::equal(counters.begin(), counters.end(), last->second.counters.begin(),
+                                         [](std::uint64_t now, std::uint64_t before) { return now >= before; });
+      const bool none_ahead = std::equal(counters.begin(), counters.end(), last->second.counters.begin(),
+                                         [](std::uint64_t now, std::uint64_t before) { return now <= before; });
+      if (block.updates < last->second.updates || (some_back && !none_ahead)) {
+        ++rejected_;
+        continue;
+      }
     }
-    seen.emplace_back(file, Seen{block.start_time_ns, block.updates});
+    seen.emplace_back(file, Seen{block.start_time_ns, block.updates, counters});
     result.push_back({"/" + file, block});
   }
   seen_ = std::move(seen);

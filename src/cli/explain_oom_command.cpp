@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -67,7 +68,7 @@ Action add_explain_oom_command(CLI::App& app) {
       doc["diagnosis"] = to_string(e.diagnosis);
       doc["meaning"] = e.meaning;
       doc["advice"] = e.advice;
-      std::fputs((doc.dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(doc, 2) + "\n").c_str(), out());
       return kExitOk;
     }
     std::string text_out = "Diagnosis   " + std::string(to_string(e.diagnosis)) + "\n";

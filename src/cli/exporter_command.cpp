@@ -1,9 +1,12 @@
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <grp.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -43,6 +46,19 @@ std::chrono::milliseconds interval_flag(const std::string& text) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
 }
 
+// A group by name, or by number when it is one: --trusted-group.
+gid_t group_id(const std::string& name) {
+  group entry{};
+  group* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr)
+    return found->gr_gid;
+  gid_t id = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), id);
+  if (ec == std::errc() && end == name.data() + name.size()) return id;
+  throw InputError(fmt::format("--trusted-group '{}': no such group", printable(name)));
+}
+
 }  // namespace
 
 Action add_exporter_command(CLI::App& app) {
@@ -50,7 +66,7 @@ Action add_exporter_command(CLI::App& app) {
       "exporter", "Serve device and allocator memory to Prometheus at /metrics (NVML and published allocator blocks)");
   struct Args {
     std::string listen = "127.0.0.1:9400", interval = "1s", simulate, gpu = "80GiB", config, blocks_dir = "/dev/shm",
-                blocks_prefix = "gpumem.";
+                blocks_prefix = "gpumem.", trusted_group;
     double speed = 1.0;
     bool once = false, no_dcgm = false;
   };
@@ -75,8 +91,12 @@ Action add_exporter_command(CLI::App& app) {
   cmd->add_option("--blocks-prefix", args->blocks_prefix,
                   "Read only blocks whose names start with this (and publish --simulate's under it)")
       ->capture_default_str();
+  cmd->add_option("--trusted-group", args->trusted_group,
+                  "Also take blocks from files owned by members of this group (name or id) for other users' "
+                  "processes (docs/exporter.md, threat model)");
   return [args]() {
     monitor::ExporterOptions options;
+    if (!args->trusted_group.empty()) options.read.trusted_group = group_id(args->trusted_group);
     options.listen = args->listen;
     options.interval = interval_flag(args->interval);
     options.metrics.dcgm_names = !args->no_dcgm;

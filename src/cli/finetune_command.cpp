@@ -10,6 +10,7 @@
 #include "cli/size_flag.h"
 #include "cli/step_flags.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/report/finetune_report.h"
@@ -124,7 +125,7 @@ Action add_finetune_command(CLI::App& app) {
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, plan.step.step);
     if (!args->html.empty()) write_html(args->html, report::train_html(plan.step.step));
     if (args->json) {
-      std::fputs((finetune_to_json(plan, args->top).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(finetune_to_json(plan, args->top), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_finetune_text(plan, args->top).c_str(), out());
     }

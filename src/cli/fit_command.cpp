@@ -10,6 +10,7 @@
 #include "cli/size_flag.h"
 #include "cli/step_flags.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/report/fit_report.h"
@@ -84,7 +85,7 @@ Action add_fit_command(CLI::App& app) {
     if (!fit.fits && (!args->emit.empty() || !args->trace_out.empty()))
       std::fputs("gpumem: note: nothing written (--emit, --trace): nothing fit tried fits --gpu\n", err());
     if (args->json) {
-      std::fputs((fit_to_json(fit).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(fit_to_json(fit), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_fit_text(fit).c_str(), out());
     }

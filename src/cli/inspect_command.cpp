@@ -11,6 +11,7 @@
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/plan/inference_need.h"
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/inspect_report.h"
@@ -44,7 +45,7 @@ Action add_inspect_command(CLI::App& app) {
     ReportOptions report{args->top, plan::inference_need(result, overhead), {}};
     report.levers = plan::inference_levers(result, options, *report.need);
     if (args->json) {
-      std::fputs((inspect_to_json(result, report).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(inspect_to_json(result, report), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_inspect_text(result, report).c_str(), out());
     }

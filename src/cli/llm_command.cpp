@@ -6,6 +6,7 @@
 #include "cli/flags.h"
 #include "cli/size_flag.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/report/llm_report.h"
@@ -86,7 +87,7 @@ Action add_llm_command(CLI::App& app) {
       const llm::LlmModel model = llm::load_llm_model(args->model);
       const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
       if (args->json) {
-        std::fputs((vllm_to_json(model, sizing).dump(2) + "\n").c_str(), out());
+        std::fputs((json_text(vllm_to_json(model, sizing), 2) + "\n").c_str(), out());
       } else {
         std::fputs(render_vllm_text(model, sizing).c_str(), out());
       }
@@ -110,7 +111,7 @@ Action add_llm_command(CLI::App& app) {
     r.engine = engine;
     const llm::LlmPlan plan = llm::plan_llm(llm::load_llm_model(args->model), r);
     if (args->json) {
-      std::fputs((llm_to_json(plan).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(llm_to_json(plan), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_llm_text(plan).c_str(), out());
     }

@@ -10,6 +10,8 @@
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
+#include "common/file_kind.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -68,6 +70,9 @@ Action add_plan_command(CLI::App& app) {
     }
     if (args->input.empty()) throw InputError("plan: give an INPUT file, or --validate PLAN.csv");
     if (plan::is_csv_path(args->input)) {
+      // A CSV of something else (an RMM log, requests) says what it is first.
+      if (auto wrong = wrong_kind_error(args->input, {FileKind::PlanCsv}, "a MiniMalloc CSV of buffers"))
+        throw InputError(*wrong);
       // These shape a model's buffers; a CSV states its buffers itself.
       for (const char* flag :
            {"--batch", "--dim", "--dtype", "--weights-dtype", "--activations-dtype", "--no-inplace", "--overhead"}) {
@@ -98,7 +103,7 @@ Action add_plan_command(CLI::App& app) {
       std::fprintf(err(), "gpumem: note: %s not written: the plan does not fit --gpu\n",
                    printable(args->output).c_str());
     if (args->json) {
-      std::fputs((plan_to_json(report).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(plan_to_json(report), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_plan_text(report).c_str(), out());
     }

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/output_files.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llama_cpp_keys.h"
 #include "gpumem/llm/llm_model.h"
@@ -69,7 +70,7 @@ Action add_quantize_command(CLI::App& app) {
     const auto report = weights::quantize_file(args->input, args->output, options);
     announce_written(args->output, "GGUF " + args->type);
     if (args->json) {
-      std::fputs((quantize_to_json(report).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(quantize_to_json(report), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_quantize_text(report).c_str(), out());
     }

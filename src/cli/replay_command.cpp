@@ -11,6 +11,7 @@
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/report/html_reports.h"
@@ -63,7 +64,7 @@ Action add_replay_command(CLI::App& app) {
     const trace::ReplayReport report = trace::replay(t, options);
     if (!args->html.empty()) write_html(args->html, report::trace_html(t, nullptr, &report));
     if (args->json)
-      std::fprintf(out(), "%s\n", replay_to_json(report).dump(2).c_str());
+      std::fprintf(out(), "%s\n", json_text(replay_to_json(report), 2).c_str());
     else {
       for (const std::string& w : t.warnings) std::fprintf(err(), "gpumem: warning: %s\n", w.c_str());
       std::fputs(render_replay_text(report).c_str(), out());

@@ -10,6 +10,7 @@
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -151,7 +152,7 @@ Action add_serve_sim_command(CLI::App& app) {
     const serve::ServeSetup setup = serve::serve_setup(model, r, config, time, vllm ? &*vllm : nullptr);
     const serve::ServeSimulation sim = serve::simulate_all(setup, policies, requests);
     if (args->json) {
-      std::fputs((serve_to_json(sim).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(serve_to_json(sim), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_serve_text(sim).c_str(), out());
     }

@@ -10,6 +10,7 @@
 #include "cli/flags.h"
 #include "cli/output_files.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
@@ -71,7 +72,7 @@ Action add_trace_command(CLI::App& app) {
       const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, device, args->strict);
       const trace::TraceStats s = trace::trace_stats(t, lifetimes);
       if (args->json)
-        std::fprintf(out(), "%s\n", trace_stats_to_json(s, args->input).dump(2).c_str());
+        std::fprintf(out(), "%s\n", json_text(trace_stats_to_json(s, args->input), 2).c_str());
       else
         std::fputs(render_trace_stats_text(s, args->input).c_str(), out());
       if (!args->html.empty()) write_html(args->html, report::trace_html(t, &s, nullptr, &lifetimes));

@@ -10,6 +10,7 @@
 #include "cli/output_files.h"
 #include "cli/step_flags.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/report/html_reports.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/train/device_memory.h"
@@ -63,7 +64,7 @@ Action add_train_command(CLI::App& app) {
       std::fprintf(err(), "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, step);
     if (args->json) {
-      std::fputs((train_to_json(step, device, args->top).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(train_to_json(step, device, args->top), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_train_text(step, device, args->top).c_str(), out());
     }

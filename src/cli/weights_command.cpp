@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/streams.h"
+#include "common/bounded_json.h"
 #include "gpumem/report/weights_report.h"
 
 namespace gpumem::cli {
@@ -33,7 +34,7 @@ Action add_weights_command(CLI::App& app) {
       std::fputs("gpumem: note: --no-duplicates is now the default (--duplicates reads the tensor data)\n", err());
     const auto summary = weights::summarize(weights::read_weight_file(args->file), args->duplicates);
     if (args->json) {
-      std::fputs((weights_to_json(summary).dump(2) + "\n").c_str(), out());
+      std::fputs((json_text(weights_to_json(summary), 2) + "\n").c_str(), out());
     } else {
       std::fputs(render_weights_text(summary, args->top).c_str(), out());
     }

@@ -15,4 +15,12 @@ nlohmann::json::parser_callback_t json_depth_guard(const std::string& where, int
   };
 }
 
+std::string json_text(const nlohmann::json& doc, int indent) {
+  return doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string json_text(const nlohmann::ordered_json& doc, int indent) {
+  return doc.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 }  // namespace gpumem

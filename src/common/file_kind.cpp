@@ -23,7 +23,7 @@ struct KindInfo {
   std::string_view readers;
 };
 
-constexpr std::array<KindInfo, 9> kKinds{{
+constexpr std::array<KindInfo, 10> kKinds{{
     {FileKind::OnnxModel, "an ONNX model", "`gpumem inspect`, `gpumem plan` or `gpumem train`"},
     {FileKind::MemoryTrace, "a memory trace", "`gpumem trace stats` or `gpumem replay`"},
     {FileKind::Gguf, "a GGUF model", "`gpumem llm` or `gpumem weights`"},
@@ -34,6 +34,7 @@ constexpr std::array<KindInfo, 9> kKinds{{
     {FileKind::ModelFolder, "a model folder", "`gpumem llm` or `gpumem weights`"},
     {FileKind::PlanCsv, "a MiniMalloc CSV of buffers", "`gpumem plan`"},
     {FileKind::RequestTrace, "a request trace", "`gpumem serve-sim --requests`"},
+    {FileKind::OomMessage, "an out-of-memory message", "`gpumem explain-oom`"},
 }};
 
 const KindInfo* info(FileKind kind) {
@@ -91,6 +92,8 @@ FileKind file_kind(std::string_view head) {
   // An ONNX ModelProto opens with its ir_version: field 1, a varint (tag
   // byte 0x08), a small number, then another field's tag.
   if (head.size() >= 3 && byte(0) == 0x08 && byte(1) < 0x80) return FileKind::OnnxModel;
+  // A log or a copied traceback: last, as any text may quote one.
+  if (mentions(head, "out of memory") || mentions(head, "OutOfMemoryError")) return FileKind::OomMessage;
   return FileKind::Unknown;
 }
 

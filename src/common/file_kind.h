@@ -22,6 +22,7 @@ enum class FileKind {
   ModelFolder,       // a folder with config.json and weights
   PlanCsv,           // MiniMalloc's id,lower,upper,size
   RequestTrace,      // serve-sim's arrival_s,prompt_tokens,output_tokens
+  OomMessage,        // text with a PyTorch or CUDA out-of-memory message
 };
 
 // From the first bytes of a file (4 KiB is plenty).

@@ -40,8 +40,8 @@ class Config {
     const json* v = find(key);
     if (v == nullptr) return std::nullopt;
     if (!v->is_number_unsigned() || v->get<uint64_t>() > UINT32_MAX)
-      throw InputError(
-          fmt::format("{}: key {}: {} is not a whole number below 2^32", printable(path_), key, printable(v->dump())));
+      throw InputError(fmt::format("{}: key {}: {} is not a whole number below 2^32", printable(path_), key,
+                                   printable(json_text(*v))));
     return v->get<uint64_t>();
   }
   uint64_t required(const std::string& key) const {
@@ -63,7 +63,8 @@ class Config {
     const json* v = find(key);
     if (v == nullptr) return 0;
     if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() <= 1))
-      throw InputError(fmt::format("{}: key {}: {} is not a probability", printable(path_), key, printable(v->dump())));
+      throw InputError(
+          fmt::format("{}: key {}: {} is not a probability", printable(path_), key, printable(json_text(*v))));
     return v->get<double>();
   }
   const std::string& path() const { return path_; }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/file_kind.h"
 #include "common/text.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
@@ -45,7 +46,6 @@ constexpr std::array<KnownColumn, 11> kKnownColumns{{
     {"start", Column::Lower},
     {"end", Column::Upper},
 }};
-
 
 [[noreturn]] void fail(const std::string& file, size_t line, const std::string& problem) {
   throw InputError(fmt::format("{}:{}: {}", file, line, problem));
@@ -145,8 +145,9 @@ int64_t parse_int(std::string_view cell, std::string_view column, int64_t min, i
   // Past int64, the text itself is shown.
   const std::string shown = out_of_range ? printable(cell) : std::to_string(value);
   if (out_of_range ? cell.front() == '-' : value < min) {
-    fail(file, line_no, min == 0 ? fmt::format("{} ({}) must not be negative", column, shown)
-                                 : fmt::format("{} must be positive, not {}", column, shown));
+    fail(file, line_no,
+         min == 0 ? fmt::format("{} ({}) must not be negative", column, shown)
+                  : fmt::format("{} must be positive, not {}", column, shown));
   }
   if (out_of_range || value > max) {
     fail(file, line_no, fmt::format("{} {} is over the limit of {}", column, shown, limit));
@@ -164,8 +165,8 @@ int64_t parse_gap_number(std::string_view text, std::string_view gap, std::strin
   const char* last = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), last, value);
   if (text.empty() || ec == std::errc::invalid_argument || ptr != last || text.front() == '-') {
-    fail(file, line_no, fmt::format("gap '{}': {} '{}' is not a non-negative integer", printable(gap), what,
-                                    printable(text)));
+    fail(file, line_no,
+         fmt::format("gap '{}': {} '{}' is not a non-negative integer", printable(gap), what, printable(text)));
   }
   if (ec == std::errc::result_out_of_range || value > max) {
     fail(file, line_no, fmt::format("gap '{}': {} is over the limit of {}", printable(gap), what, max));
@@ -191,8 +192,8 @@ std::vector<Gap> parse_gaps(std::string_view cell, bool inclusive_end, const std
     }
     Gap g;
     g.lower = parse_gap_number(span.substr(0, dash), token, "lower", kMaxTime, file, line_no);
-    g.upper = parse_gap_number(span.substr(dash + 1), token, "upper", inclusive_end ? kMaxTime - 1 : kMaxTime, file,
-                               line_no);
+    g.upper =
+        parse_gap_number(span.substr(dash + 1), token, "upper", inclusive_end ? kMaxTime - 1 : kMaxTime, file, line_no);
     if (inclusive_end) ++g.upper;
     if (at != std::string_view::npos) {
       const std::string_view window = token.substr(at + 1);
@@ -251,8 +252,9 @@ CsvProblem parse_csv(std::string_view text, const std::string& file_name) {
     if (h.inclusive_end) {
       const int64_t end = parse_int(cell(Column::Upper), upper_name, 0, kMaxTime - 1, "2^62 - 1", file_name, n);
       if (end < b.lower) {
-        fail(file_name, n, fmt::format("{} ({}) must not be less than {} ({}); the end is inclusive", upper_name,
-                                       end, lower_name, b.lower));
+        fail(file_name, n,
+             fmt::format("{} ({}) must not be less than {} ({}); the end is inclusive", upper_name, end, lower_name,
+                         b.lower));
       }
       b.upper = end + 1;
     } else {
@@ -310,6 +312,9 @@ CsvProblem read_csv(const std::string& path) {
   // `trace convert --to csv -o lifetimes.csv.gz` writes gzip: read it back.
   bool gzipped = false;
   const std::string text = read_file(path, kMaxFileBytes, "the 1 GiB limit for a CSV file", &gzipped);
+  if (auto wrong = wrong_kind_error(std::string_view(text).substr(0, 4096), path, {FileKind::PlanCsv},
+                                    "a MiniMalloc CSV of buffers"))
+    throw InputError(*wrong);
   return parse_csv(text, gzipped ? path + " (decompressed)" : path);
 }
 
@@ -324,10 +329,14 @@ std::string write_csv(const Problem& problem, const std::vector<int64_t>& offset
     const std::string& id = buffers[i].id;
     // The format has no quoting: an id must survive parse_csv as it is.
     const char* why = nullptr;
-    if (id.empty()) why = "it is empty";
-    else if (id.find(',') != std::string::npos) why = "it contains a comma";
-    else if (id.find('\n') != std::string::npos) why = "it contains a newline";
-    else if (id != trim(id)) why = "it starts or ends with a space or a tab";
+    if (id.empty())
+      why = "it is empty";
+    else if (id.find(',') != std::string::npos)
+      why = "it contains a comma";
+    else if (id.find('\n') != std::string::npos)
+      why = "it contains a newline";
+    else if (id != trim(id))
+      why = "it starts or ends with a space or a tab";
     if (why) throw InputError(fmt::format("buffer #{}: id '{}' cannot be written to CSV: {}", i, printable(id), why));
     alignment = alignment || buffers[i].alignment != 1;
     gaps = gaps || !buffers[i].gaps.empty();

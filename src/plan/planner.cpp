@@ -46,8 +46,6 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
   report.input = path;
   report.capacity = request.solve.capacity;
   if (is_csv_path(path)) {
-    if (auto wrong = wrong_kind_error(path, {FileKind::PlanCsv}, "a MiniMalloc CSV of buffers"))
-      throw InputError(*wrong);
     CsvProblem csv = read_csv(path);
     report.problem = std::move(csv.problem);
     for (size_t i = 0; i < report.problem.buffers.size(); ++i) {

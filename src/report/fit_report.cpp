@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/bounded_json.h"
 #include "gpumem/common/units.h"
 #include "gpumem/report/fit_report.h"
 #include "gpumem/report/train_report.h"
@@ -156,7 +157,7 @@ std::string checkpoint_plan_json(const train::FitResult& f) {
   doc["usage"] =
       "wrap each listed module's forward in torch.utils.checkpoint.checkpoint; module names as in "
       "model.named_modules()";
-  return doc.dump(2) + "\n";
+  return json_text(doc, 2) + "\n";
 }
 
 std::pair<std::string, std::string> emitted_file(const train::FitResult& f, const std::string& kind) {

@@ -113,12 +113,12 @@ Request from_json_line(std::string_view line, const Place& at) {
       r.arrival_s = v;
       continue;
     }
-    if (value.is_number_float()) at.fail(fmt::format("{} {} is not a whole number", key, value.dump()));
+    if (value.is_number_float()) at.fail(fmt::format("{} {} is not a whole number", key, json_text(value)));
     if (value.is_number_integer() && value.get<int64_t>() < 0)
-      at.fail(fmt::format("{} {} is negative", key, value.dump()));
+      at.fail(fmt::format("{} {} is negative", key, json_text(value)));
     const uint64_t v = value.get<uint64_t>();
     if (v > (k == 3 ? uint64_t{INT64_MAX} : uint64_t{UINT32_MAX}))
-      at.fail(fmt::format("{} {} is too large", key, value.dump()));
+      at.fail(fmt::format("{} {} is too large", key, json_text(value)));
     if (k == 1) r.prompt_tokens = static_cast<uint32_t>(v);
     if (k == 2) r.output_tokens = static_cast<uint32_t>(v);
     if (k == 3) r.prefix_group = static_cast<int64_t>(v);

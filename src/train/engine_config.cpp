@@ -1,6 +1,7 @@
 // The engines' own configuration for a plan, so that `gpumem fit --emit`
 // hands users something they can run rather than figures to transcribe.
 #include "gpumem/train/engine_config.h"
+#include "common/bounded_json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +34,7 @@ std::string deepspeed_config_json(const ZeroSetting& zero, Precision precision, 
     // loss_scale 0: dynamic loss scaling.
     config["fp16"] = {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 16}};
   }
-  return config.dump(2) + "\n";
+  return json_text(config, 2) + "\n";
 }
 
 std::string fsdp_snippet(FsdpSharding sharding, Precision precision, const FsdpWrap& wrap) {

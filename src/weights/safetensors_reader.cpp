@@ -75,7 +75,7 @@ WeightFile parse_safetensors(std::string_view bytes, const std::string& path) {
   for (const auto& [name, entry] : doc.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) throw InputError(fmt::format("{}: __metadata__ is not an object", path));
-      for (const auto& [k, v] : entry.items()) out.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      for (const auto& [k, v] : entry.items()) out.metadata[k] = v.is_string() ? v.get<std::string>() : json_text(v);
       continue;
     }
     const std::string where = fmt::format("tensor '{}'", printable(name));
@@ -167,7 +167,7 @@ WeightFile read_safetensors_index(const std::string& index_path) {
   out.format = "safetensors-sharded";
   if (doc.contains("metadata") && doc["metadata"].is_object()) {
     for (const auto& [k, v] : doc["metadata"].items())
-      out.metadata[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      out.metadata[k] = v.is_string() ? v.get<std::string>() : json_text(v);
   }
   for (const auto& [tensor, shard] : doc["weight_map"].items()) {
     if (!shard.is_string())

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/weights/weight_file.h"
 
@@ -22,7 +23,7 @@ std::string write_safetensors(const std::vector<TensorData>& tensors,
     header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {at, at + t.data.size()}}};
     at += t.data.size();
   }
-  std::string text = header.dump();
+  std::string text = json_text(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   std::string out(8, '\0');
   const uint64_t n = text.size();

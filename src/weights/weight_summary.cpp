@@ -83,6 +83,8 @@ WeightFile read_weight_file(const std::string& path) {
   }
   if (path.ends_with(".index.json")) return read_safetensors_index(path);
   const std::string head = head_of(path);
+  // An index under another name (a renamed or downloaded copy) is still one.
+  if (file_kind(head) == FileKind::SafetensorsIndex) return read_safetensors_index(path);
   if (head.rfind("GGUF", 0) == 0) return read_gguf(path);
   if (head.size() >= 9 && head[8] == '{') return read_safetensors(path);
   if (path.ends_with(".onnx") || file_kind(head) == FileKind::OnnxModel) return onnx_initializers(path);

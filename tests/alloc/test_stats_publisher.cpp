@@ -395,6 +395,58 @@ TEST(StatsPublisherThreatModel, ClaimsThatCannotBeTrueAreRejectedAndCounted) {
   for (const std::string& f : files) unlink(f.c_str());
 }
 
+// Counters (device allocations and frees, retries, out-of-memory errors)
+// may go back only all together, as a reset of the accumulated statistics
+// takes them back: some going back while others go on is a rewrite.
+TEST(StatsPublisherThreatModel, CountersGoBackTogetherOrNotAtAll) {
+  const std::string prefix = "gpumem.c" + std::to_string(getpid()) + ".";
+  const std::string file = "/dev/shm/" + prefix + "0";
+  PublishedStats b = plausible_block();
+  b.device_allocs = 10;
+  b.device_frees = 5;
+  b.alloc_retries = 2;
+  b.ooms = 1;
+  write_file(file, &b, sizeof b);
+  PublishedStatsReader reader({.prefix = prefix, .unlink_stale = false});
+  ASSERT_EQ(reader.read().size(), 1u);
+
+  b.updates += 1;
+  b.device_allocs = 3;  // back, while the frees go on
+  b.device_frees = 6;
+  write_file(file, &b, sizeof b);
+  EXPECT_TRUE(reader.read().empty());
+  EXPECT_EQ(reader.rejected(), 1u);
+
+  b.updates += 1;
+  b.device_allocs = 1;  // a reset: every counter at or under where it was
+  b.device_frees = 0;
+  b.alloc_retries = 0;
+  b.ooms = 0;
+  write_file(file, &b, sizeof b);
+  EXPECT_EQ(reader.read().size(), 1u);
+  EXPECT_EQ(reader.rejected(), 1u);
+  unlink(file.c_str());
+}
+
+// A block in a file of another user naming our process is refused, unless
+// that user is in the group the exporter was told to trust (--trusted-group).
+TEST(StatsPublisherThreatModel, ATrustedGroupMaySpeakForAnotherUsersProcess) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make a file of another user (nobody)";
+  const std::string prefix = "gpumem.g" + std::to_string(getpid()) + ".";
+  const std::string file = "/dev/shm/" + prefix + "0";
+  const PublishedStats b = plausible_block();
+  write_file(file, &b, sizeof b);
+  ASSERT_EQ(chown(file.c_str(), 65534, 65534), 0);  // nobody, whose group is nogroup (65534)
+  EXPECT_TRUE(read_published_stats({.prefix = prefix, .unlink_stale = false}).empty());
+  EXPECT_TRUE(read_published_stats({.prefix = prefix, .unlink_stale = false, .trusted_group = 4}).empty())
+      << "nobody is not in group 4 (adm)";
+  const std::vector<PublishedBlock> trusted =
+      read_published_stats({.prefix = prefix, .unlink_stale = false, .trusted_group = 65534});
+  ASSERT_EQ(trusted.size(), 1u);
+  EXPECT_EQ(trusted[0].stats.pid, b.pid);
+  unlink(file.c_str());
+}
+
 // A block truncated and restored while it is read (a mapping would fault
 // with SIGBUS): every read ends, with the block or without it.
 TEST(StatsPublisherThreatModel, ABlockTruncatedUnderTheReaderNeverFaults) {

@@ -289,5 +289,69 @@ TEST(HostileInputs, ANumberPastADoubleIsBadInput) {
   }
 }
 
+// Found by the sweep (tests/hostile/sweep.py): a name that is not UTF-8
+// made every --json report an internal error (nlohmann's dump throws on
+// it); it is now printed with U+FFFD in place of the bad bytes.
+TEST(HostileInputs, NamesThatAreNotUtf8DoNotBreakJson) {
+  const auto le = [](uint64_t v, int bytes) {
+    std::string out;
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    return out;
+  };
+  // A GGUF with one F32 tensor [2] named "bad\xff\xfename".
+  const std::string name = "bad\xff\xfename";
+  std::string gguf =
+      "GGUF" + le(3, 4) + le(1, 8) + le(0, 8) + le(name.size(), 8) + name + le(1, 4) + le(2, 8) + le(0, 4) + le(0, 8);
+  gguf += std::string((32 - gguf.size() % 32) % 32, '\0') + std::string(8, '\0');
+  const std::string weights = write_temp("not_utf8.gguf", gguf);
+  const std::string trace = write_temp(
+      "not_utf8_trace.json",
+      "{\"traceEvents\": [{\"ph\": \"i\", \"name\": \"[memory]\", \"ts\": 1, \"pid\": 1, \"tid\": 1, \"args\": "
+      "{\"Device Type\": 1, \"Device Id\": 0, \"Addr\": 4096, \"Bytes\": 512, \"Total Allocated\": 512, "
+      "\"Total Reserved\": 2097152}}, {\"ph\": \"X\", \"name\": \"aten::\xc0\xafop\", \"ts\": 0, \"dur\": 5, "
+      "\"pid\": 1, \"tid\": 1}]}");
+  for (const std::string c : {"weights --json " + weights, "trace stats --json " + trace}) {
+    const CliRun r = run_bounded(c);
+    EXPECT_EQ(r.code, 0) << c << ": " << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << c << ": " << r.err;
+  }
+  const CliRun r = run_bounded("weights --json " + weights);
+  EXPECT_NE(r.out.find("bad\xef\xbf\xbd\xef\xbf\xbdname"), std::string::npos) << r.out;
+}
+
+// Found by the sweep: `plan --validate` read any file as a CSV of buffers
+// ("unknown column '{\"traceEvents\"'"), `plan` complained of --batch on an
+// RMM log named .csv, and an out-of-memory message given to another command
+// was "not a valid ONNX model": each now says what the file is and which
+// command reads it.
+TEST(HostileInputs, AFileOfAnotherKindNamesItsCommand) {
+  const std::string trace = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/leaky_mlp_train.json";
+  const std::string rmm = std::string(GPUMEM_SOURCE_DIR) + "/tests/data/traces/rmm_sample.csv";
+  const std::string oom =
+      write_temp("oom.txt",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total "
+                 "capacity of 7.79 GiB of which 12.31 MiB is free.\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"plan --validate " + trace, "`gpumem trace stats`"},
+      {"plan " + rmm + " --batch 2", "`gpumem trace stats`"},
+      {"inspect " + oom, "`gpumem explain-oom`"},
+      {"trace stats " + oom, "`gpumem explain-oom`"},
+      {"llm " + oom + " --gpu 8GiB", "`gpumem explain-oom`"},
+  };
+  for (const auto& [c, reader] : cases) {
+    const CliRun r = run_bounded(c);
+    expect_one_line_error(r, c);
+    EXPECT_NE(r.err.find(reader), std::string::npos) << c << ": " << r.err;
+  }
+}
+
+// A safetensors index under another name is still an index.
+TEST(HostileInputs, AnIndexUnderAnotherNameIsReadAsOne) {
+  const std::string index = write_temp("renamed_index.json", "{\"weight_map\": {\"a\": \"missing.safetensors\"}}");
+  const CliRun r = run_bounded("weights " + index);
+  expect_one_line_error(r, "weights");
+  EXPECT_NE(r.err.find("missing.safetensors: no such file"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace gpumem::test

@@ -12,6 +12,7 @@
 // only cost to them is the publisher taking the allocator's lock once per
 // interval. The layout is documented in docs/allocator.md for readers in
 // other languages.
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,8 @@
 
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/stats.h"
+
+#include <sys/types.h>
 
 namespace gpumem::alloc {
 
@@ -149,6 +152,11 @@ struct ReadOptions {
   std::string prefix = "gpumem.";      // objects whose names start with this are read
   bool unlink_stale = true;            // unlink the blocks of processes that are gone
   std::size_t max_blocks = 1024;       // files examined per read (by name); the rest are rejected
+  // Files owned by a member of this group (or by root) may speak for a
+  // process of another user: a job that created its block and then changed
+  // its user, or service accounts that publish for each other. Unset: only
+  // the process's own user (docs/exporter.md, "Threat model").
+  std::optional<gid_t> trusted_group;
 };
 
 // The directory is writable by every local user, so a block is a claim to
@@ -157,13 +165,17 @@ struct ReadOptions {
 // fault), and kept only when:
 //  - it is a regular file, not a link, of at least its own size, with
 //    gpumem's magic and version, read with the same even sequence twice;
-//  - the pid it names is alive, owned by the file's owner, and started when
-//    the block says (a block without a start time is refused);
+//  - the pid it names is alive, owned by the file's owner (or the file's
+//    owner is root or in ReadOptions::trusted_group), and started when the
+//    block says (a block without a start time is refused);
 //  - its figures are possible (plausible_published_stats);
 //  - no other block claims the same pid and device (the one under the
 //    publisher's own name, /gpumem.<pid>.<device>, is kept);
-//  - its update count has not gone back since the last read (a reader
-//    that lives across reads only).
+//  - its update count has not gone back since the last read, and its
+//    counters (device allocations and frees, retries, out-of-memory
+//    errors) went back all together or not at all: a reset of the
+//    accumulated statistics zeroes them together (a reader that lives
+//    across reads only).
 // Blocks of processes that are gone are dropped and, where permitted,
 // unlinked; anything else refused is counted in rejected().
 class PublishedStatsReader {
@@ -179,8 +191,10 @@ class PublishedStatsReader {
   struct Seen {
     std::uint64_t start_time_ns;
     std::uint64_t updates;
+    std::array<std::uint64_t, 4> counters;  // device_allocs, device_frees, alloc_retries, ooms
   };
-  std::vector<std::pair<std::string, Seen>> seen_;  // by name, from the last read
+  std::vector<std::pair<uid_t, bool>> trusted_owners_;  // group membership, looked up once per owner
+  std::vector<std::pair<std::string, Seen>> seen_;      // by name, from the last read
 };
 
 // Whether a block's figures could come from an allocator: allocated and

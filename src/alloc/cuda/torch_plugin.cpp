@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "alloc/cuda/cuda_common.h"
+#include "common/bounded_json.h"
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/config.h"
 #include "gpumem/alloc/cuda.h"
@@ -246,7 +247,7 @@ GPUMEM_TORCH_API long gpumem_torch_memory_stats_json(int device, char* buf, size
     if (CachingAllocator* allocator = existing_allocator(device)) {
       for (const auto& [key, value] : allocator->stats().flatten()) json[key] = value;
     }
-    return copy_out(json.dump(), buf, len);
+    return copy_out(gpumem::json_text(json), buf, len);
   } catch (const std::exception& e) {
     report("gpumem_torch_memory_stats_json", e.what());
     return -1;
@@ -259,7 +260,7 @@ GPUMEM_TORCH_API long gpumem_torch_memory_snapshot_json(int device, char* buf, s
   try {
     CachingAllocator* allocator = existing_allocator(device);
     const nlohmann::json json = to_json(allocator != nullptr ? allocator->snapshot() : Snapshot{});
-    return copy_out(json.dump(), buf, len);
+    return copy_out(gpumem::json_text(json), buf, len);
   } catch (const std::exception& e) {
     report("gpumem_torch_memory_snapshot_json", e.what());
     return -1;
