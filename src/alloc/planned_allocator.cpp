@@ -184,7 +184,7 @@ void check_plan(const IterationPlan& plan, const std::string& name) {
 
 IterationPlan iteration_plan_from_json(std::string_view text, const std::string& name) {
   const auto fail = [&](const std::string& what) { return InputError(fmt::format("{}: {}", name, what)); };
-  const nlohmann::json j = nlohmann::json::parse(text, json_depth_guard(name), /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_bounded_json(text, name, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw fail("not a JSON object");
   if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != "gpumem-iteration-plan")
     throw fail("\"format\" is not \"gpumem-iteration-plan\"");

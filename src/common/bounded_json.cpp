@@ -6,13 +6,31 @@
 
 namespace gpumem {
 
-nlohmann::json::parser_callback_t json_depth_guard(const std::string& where, int max_depth) {
-  return [where, max_depth](int depth, nlohmann::json::parse_event_t event, nlohmann::json& /*parsed*/) {
-    if ((event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start) &&
-        depth >= max_depth)
-      throw InputError(fmt::format("{}: JSON nested deeper than {} levels", printable(where), max_depth));
-    return true;
-  };
+void check_json_depth(std::string_view text, const std::string& where, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (ch == '\\')
+        ++i;  // the escaped character cannot end the string
+      else if (ch == '"')
+        in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > max_depth)
+        throw InputError(fmt::format("{}: JSON nested deeper than {} levels", printable(where), max_depth));
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;  // unbalanced text is the parser's to report
+    }
+  }
+}
+
+nlohmann::json parse_bounded_json(std::string_view text, const std::string& where, bool allow_exceptions,
+                                  int max_depth) {
+  check_json_depth(text, where, max_depth);
+  return nlohmann::json::parse(text, nullptr, allow_exceptions);
 }
 
 std::string json_text(const nlohmann::json& doc, int indent) {

@@ -2,8 +2,9 @@
 // JSON from files, nested no deeper than a real file needs. nlohmann's
 // parser keeps its own stack, but dumping, copying and tearing down a
 // document recurse: a 100 KB file of nested arrays overflowed the stack
-// (issue 34). Every DOM parse of a file's JSON passes this guard.
+// (issue 34). Every DOM parse of a file's JSON goes through here.
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -11,10 +12,18 @@ namespace gpumem {
 
 inline constexpr int kMaxJsonDepth = 64;
 
-// A parser callback for nlohmann::json::parse(text, guard) that throws
-// InputError("WHERE: JSON nested deeper than 64 levels") on the first
-// object or array past the limit.
-nlohmann::json::parser_callback_t json_depth_guard(const std::string& where, int max_depth = kMaxJsonDepth);
+// nlohmann::json::parse(text), after one linear pass over the text that
+// throws InputError("WHERE: JSON nested deeper than 64 levels") if an
+// object or array lies past the limit. The depth is not checked with a
+// parser callback: with any callback, nlohmann 3.11 scans the whole parent
+// on every object's end, so a header of 150,000 tensors took 20 minutes.
+// Parse errors are nlohmann's exceptions, or with allow_exceptions false a
+// discarded value, as from nlohmann::json::parse.
+nlohmann::json parse_bounded_json(std::string_view text, const std::string& where, bool allow_exceptions = true,
+                                  int max_depth = kMaxJsonDepth);
+
+// The check alone: throws as above if TEXT nests deeper than MAX_DEPTH.
+void check_json_depth(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth);
 
 // A document as text. Strings read from files may hold bytes that are not
 // UTF-8 (a tensor or op name in a damaged file); nlohmann's dump throws on

@@ -20,7 +20,7 @@ class Config {
  public:
   Config(const std::string& text, std::string path) : path_(std::move(path)) {
     try {
-      root_ = json::parse(text, json_depth_guard(path_));
+      root_ = parse_bounded_json(text, path_);
     } catch (const json::parse_error& e) {
       throw InputError(fmt::format("{}: byte {}: not JSON", printable(path_), e.byte));
     } catch (const json::exception& e) {  // a number past a double (out_of_range.406), ...

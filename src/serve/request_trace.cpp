@@ -83,7 +83,7 @@ std::vector<std::string_view> split(std::string_view line) {
 Request from_json_line(std::string_view line, const Place& at) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(line, json_depth_guard(fmt::format("{}: line {}", at.name, at.line)));
+    j = parse_bounded_json(line, fmt::format("{}: line {}", at.name, at.line));
   } catch (const nlohmann::json::exception&) {
     at.fail(
         "not a JSON object (JSON lines: one {\"arrival_s\": ..., \"prompt_tokens\": ..., \"output_tokens\": ...} "

@@ -63,7 +63,7 @@ WeightFile parse_safetensors(std::string_view bytes, const std::string& path) {
   }
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(bytes.substr(8, header), json_depth_guard(path));
+    doc = parse_bounded_json(bytes.substr(8, header), path);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{}: byte {}: the header is not JSON ({})", path, 8 + e.byte, e.what()));
   } catch (const nlohmann::json::exception& e) {  // a number past a double (out_of_range.406), ...
@@ -145,7 +145,7 @@ WeightFile read_safetensors_index(const std::string& index_path) {
   const MappedFile file(index_path);
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(file.bytes(), json_depth_guard(index_path));
+    doc = parse_bounded_json(file.bytes(), index_path);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(fmt::format("{}: byte {}: not JSON ({})", index_path, e.byte, e.what()));
   } catch (const nlohmann::json::exception& e) {
