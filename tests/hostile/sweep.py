@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The hostile-input sweep (issue 34): every command that reads a file, run
 on damaged and crafted variants of real inputs, on every other command's
-inputs, and on one-node ONNX graphs whose dimensions sit at integer edges.
+inputs, on files with a great many members (a 150,000-tensor safetensors
+and its index), and on one-node ONNX graphs whose dimensions sit at integer
+edges.
 
 Each run must end the way gpumem promises (README, docs/cli.md):
   * exit 0, 2 or 3 (4 for plan --validate): no signal, no internal error (1);
@@ -16,7 +18,7 @@ Each run must end the way gpumem promises (README, docs/cli.md):
 Usage: sweep.py --gpumem build/gpumem --source . [--jobs N] [--scale K]
                 [--json summary.json] [--keep DIR]
 --scale multiplies the random variants per seed (1: the CI sweep, about
-2,300 runs; 10 for a long one). Everything is seeded by the case's name, so
+4,650 runs; 10 for a long one). Everything is seeded by the case's name, so
 a failure printed as `name` is rebuilt with --only name --keep DIR.
 """
 
@@ -27,6 +29,7 @@ import os
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -193,6 +196,28 @@ def bomb_cases():
                    {"bomb.json.gz": bomb}, ["out.csv", "out.json", "out.html"])
 
 
+def wide_safetensors(n):
+    """One shard of N four-byte tensors and the index naming each: a header
+    parse quadratic in the member count took 865-1,369 s on 150,000."""
+    names = [f"model.layers.{i // 100}.t{i % 100}.weight" for i in range(n)]
+    header = json.dumps({name: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+                         for i, name in enumerate(names)}).encode()
+    shard = struct.pack("<Q", len(header)) + header + bytes(4 * n)
+    index = json.dumps({"metadata": {"total_size": 4 * n},
+                        "weight_map": {name: "model-00001-of-00001.safetensors" for name in names}}).encode()
+    return {"model-00001-of-00001.safetensors": shard, "model.safetensors.index.json": index}
+
+
+def wide_cases():
+    """Files with a great many members, to catch work that grows faster
+    than the input (the 10 s limit is about 10 times the time they take)."""
+    files = wide_safetensors(150_000)
+    for rel in files:
+        yield Case(f"wide/weights/{rel}", ["weights", "{dir}/" + rel], files, must_succeed=True)
+        yield Case(f"wide/quantize/{rel}", ["quantize", "{dir}/" + rel, "{dir}/out.gguf", "--type", "f16"], files,
+                   ["out.gguf"], must_succeed=True)
+
+
 def cross_kind_cases(source):
     """Every seed given to every other kind's commands: refused, with the
     command that reads it."""
@@ -342,7 +367,7 @@ def main():
     binary = os.path.abspath(opts.gpumem)
     source = os.path.abspath(opts.source)
 
-    cases = list(mutation_cases(source, opts.scale)) + list(bomb_cases()) + list(cross_kind_cases(source)) + \
+    cases = list(mutation_cases(source, opts.scale)) + list(bomb_cases()) + list(wide_cases()) + list(cross_kind_cases(source)) + \
         list(crafted_cases())
     if opts.only:
         cases = [c for c in cases if opts.only in c.name]
