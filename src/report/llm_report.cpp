@@ -265,7 +265,10 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
   const auto signed_bytes = [](int64_t b) {
-    return b < 0 ? "-" + format_bytes(static_cast<uint64_t>(-b)) : format_bytes(static_cast<uint64_t>(b));
+    // fmt rather than "-" + string: g++ 12 warns falsely (-Wrestrict) on that
+    // operator+ under LTO; 0 - b in unsigned so INT64_MIN cannot overflow.
+    return b < 0 ? fmt::format("-{}", format_bytes(0 - static_cast<uint64_t>(b)))
+                 : format_bytes(static_cast<uint64_t>(b));
   };
   line(fmt::format("Model       {} ({}, {})", one_line(m.source), m.format, one_line(m.architecture)));
   line(fmt::format("            {} layers, {} embd, {} heads ({} KV heads x {} dims), {} ff, {} vocab, {}", m.n_layer,
