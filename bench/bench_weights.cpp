@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -74,22 +75,17 @@ std::string write_wide_index(int n) {
   const auto dir = std::filesystem::temp_directory_path() / "gpumem_bench_wide_index";
   std::filesystem::create_directories(dir);
   const std::string shard = "model-00001-of-00001.safetensors";
-  std::string header = "{", map;
+  std::vector<gpumem::weights::TensorData> tensors;
+  nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
   for (int i = 0; i < n; ++i) {
-    const std::string name = "model.layers." + std::to_string(i / 100) + ".t" + std::to_string(i % 100) + ".weight";
-    header += (i ? ",\"" : "\"") + name + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
-              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
-    map += (i ? ",\"" : "\"") + name + "\":\"" + shard + "\"";
+    std::string name = "model.layers." + std::to_string(i / 100) + ".t" + std::to_string(i % 100) + ".weight";
+    index["weight_map"][name] = shard;
+    tensors.push_back({std::move(name), "F32", {1}, std::string(4, '\0')});
   }
-  header += "}";
-  std::string bytes(8, '\0');
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(header.size() >> (8 * i));
-  bytes += header;
-  bytes.append(4 * static_cast<std::size_t>(n), '\0');
-  gpumem::write_file_atomically((dir / shard).string(), bytes);
-  const std::string index = (dir / "model.safetensors.index.json").string();
-  gpumem::write_file_atomically(index, "{\"metadata\":{},\"weight_map\":{" + map + "}}");
-  return index;
+  gpumem::write_file_atomically((dir / shard).string(), gpumem::weights::write_safetensors(tensors));
+  const std::string path = (dir / "model.safetensors.index.json").string();
+  gpumem::write_file_atomically(path, index.dump());
+  return path;
 }
 
 void BM_ReadSafetensorsIndex150kTensors(benchmark::State& state) {

@@ -5,6 +5,7 @@
 #include "gpumem/common/error.h"
 
 namespace gpumem {
+namespace {
 
 void check_json_depth(std::string_view text, const std::string& where, int max_depth) {
   int depth = 0;
@@ -26,6 +27,8 @@ void check_json_depth(std::string_view text, const std::string& where, int max_d
     }
   }
 }
+
+}  // namespace
 
 nlohmann::json parse_bounded_json(std::string_view text, const std::string& where, bool allow_exceptions,
                                   int max_depth) {

@@ -22,9 +22,6 @@ inline constexpr int kMaxJsonDepth = 64;
 nlohmann::json parse_bounded_json(std::string_view text, const std::string& where, bool allow_exceptions = true,
                                   int max_depth = kMaxJsonDepth);
 
-// The check alone: throws as above if TEXT nests deeper than MAX_DEPTH.
-void check_json_depth(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth);
-
 // A document as text. Strings read from files may hold bytes that are not
 // UTF-8 (a tensor or op name in a damaged file); nlohmann's dump throws on
 // them, so every document gpumem writes goes through here and gets U+FFFD

@@ -367,8 +367,8 @@ def main():
     binary = os.path.abspath(opts.gpumem)
     source = os.path.abspath(opts.source)
 
-    cases = list(mutation_cases(source, opts.scale)) + list(bomb_cases()) + list(wide_cases()) + list(cross_kind_cases(source)) + \
-        list(crafted_cases())
+    cases = list(mutation_cases(source, opts.scale)) + list(bomb_cases()) + list(wide_cases()) + \
+        list(cross_kind_cases(source)) + list(crafted_cases())
     if opts.only:
         cases = [c for c in cases if opts.only in c.name]
     started = time.monotonic()
