@@ -5,8 +5,8 @@
 // memory (what `gpumem finetune` prints), then --max-seq on an 80 GiB GPU.
 #include <benchmark/benchmark.h>
 
+#include "gpumem/finetune/finetune_fit.h"
 #include "gpumem/llm/llm_model.h"
-#include "gpumem/train/finetune_fit.h"
 
 namespace {
 
@@ -20,28 +20,28 @@ const gpumem::llm::LlmModel& llama_70b() {
   return m;
 }
 
-gpumem::train::FinetuneOptions qlora() {
-  gpumem::train::FinetuneOptions o;
-  o.method = gpumem::train::FinetuneMethod::kQlora;
+gpumem::finetune::FinetuneOptions qlora() {
+  gpumem::finetune::FinetuneOptions o;
+  o.method = gpumem::finetune::FinetuneMethod::kQlora;
   o.seq = 4096;
   o.checkpointing = true;
   return o;
 }
 
 void BM_FinetuneStep70B(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(gpumem::train::predict_finetune(llama_70b(), qlora()));
+  for (auto _ : state) benchmark::DoNotOptimize(gpumem::finetune::predict_finetune(llama_70b(), qlora()));
 }
 BENCHMARK(BM_FinetuneStep70B)->Unit(benchmark::kMillisecond);
 
 void BM_FinetuneAnswer70B(benchmark::State& state) {
   for (auto _ : state)
-    benchmark::DoNotOptimize(gpumem::train::plan_finetune(llama_70b(), qlora(), 80ull << 30, false, false));
+    benchmark::DoNotOptimize(gpumem::finetune::plan_finetune(llama_70b(), qlora(), 80ull << 30, false, false));
 }
 BENCHMARK(BM_FinetuneAnswer70B)->Unit(benchmark::kMillisecond);
 
 void BM_FinetuneMaxSeq70B(benchmark::State& state) {
   for (auto _ : state)
-    benchmark::DoNotOptimize(gpumem::train::plan_finetune(llama_70b(), qlora(), 80ull << 30, true, false));
+    benchmark::DoNotOptimize(gpumem::finetune::plan_finetune(llama_70b(), qlora(), 80ull << 30, true, false));
 }
 BENCHMARK(BM_FinetuneMaxSeq70B)->Unit(benchmark::kMillisecond);
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <random>
 
-#include "gpumem/plan/planner.h"
+#include "gpumem/infer/planner.h"
 #include "gpumem/plan/solver.h"
 
 namespace {
@@ -39,10 +39,10 @@ BENCHMARK(BM_Heuristics10k)->Unit(benchmark::kMillisecond);
 void BM_PlanModel(benchmark::State& state, const char* name) {
   const auto path =
       (std::filesystem::path(GPUMEM_SOURCE_DIR) / "examples" / "models" / (std::string(name) + ".onnx")).string();
-  gpumem::plan::PlanRequest request;
+  gpumem::infer::PlanRequest request;
   request.solve.time_limit_seconds = 1;
   for (auto _ : state) {
-    auto r = gpumem::plan::plan_file(path, request);
+    auto r = gpumem::infer::plan_file(path, request);
     benchmark::DoNotOptimize(r.result.plan.arena);
   }
 }

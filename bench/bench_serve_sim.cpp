@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gpumem/llm/llm_model.h"
-#include "gpumem/serve/simulator.h"
+#include "gpumem/llm/serve_setup.h"
 #include "gpumem/serve/trace_generator.h"
 
 int main(int argc, char** argv) {
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   const auto requests = generate_trace(shape);
   gpumem::llm::LlmRequest r;
   r.gpu_bytes = 80ull << 30;
-  const ServeSetup setup = serve_setup(
+  const ServeSetup setup = gpumem::llm::serve_setup(
       gpumem::llm::load_llm_model(std::string(GPUMEM_SOURCE_DIR) + "/tests/data/llm/configs/meta-llama-3-8b.json"), r,
       SchedulerConfig{}, TimeModel{});
   std::printf("%zu requests over %.0f simulated seconds\n", requests.size(), requests.back().arrival_s);

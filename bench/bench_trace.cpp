@@ -5,17 +5,18 @@
 // written by gpumem's own writers, so the benchmark needs no input files
 // (the file cases write theirs to the temporary directory). Run:
 //   build/bench/gpumem_trace_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
 #include "gpumem/common/gzip.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/chrome_trace_reader.h"
 #include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/pytorch_snapshot.h"
 #include "gpumem/trace/replay.h"
 
 namespace gpumem::trace {
@@ -30,8 +31,10 @@ Trace training_trace(std::size_t events) {
   t.source = "synthetic";
   std::vector<std::uint32_t> contexts;
   for (int i = 0; i < 16; ++i)
-    contexts.push_back(t.intern(Context{"", {Frame{"/work/model.py", 100 + i, "forward"},
-                                             Frame{"/usr/lib/python3/dist-packages/torch/nn/modules/module.py", 1194, "_call_impl"}}}));
+    contexts.push_back(
+        t.intern(Context{"",
+                         {Frame{"/work/model.py", 100 + i, "forward"},
+                          Frame{"/usr/lib/python3/dist-packages/torch/nn/modules/module.py", 1194, "_call_impl"}}}));
   std::mt19937_64 rng(5);
   std::uint64_t next = 1;
   std::int64_t time = 0;
@@ -107,9 +110,10 @@ std::string make_chrome_trace_json() {
     if (e.action != Action::kAlloc && e.action != Action::kFreeCompleted) continue;
     std::int64_t bytes = e.action == Action::kAlloc ? e.size : -e.size;
     total += bytes;
-    out << (first ? "" : ",\n") << R"({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": )"
-        << e.time_ns / 1000 << R"(, "args": {"Total Reserved": 0, "Total Allocated": )" << total << R"(, "Bytes": )" << bytes
-        << R"(, "Addr": )" << e.address << R"(, "Device Id": 0, "Device Type": 1}})";
+    out << (first ? "" : ",\n")
+        << R"({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": )"
+        << e.time_ns / 1000 << R"(, "args": {"Total Reserved": 0, "Total Allocated": )" << total << R"(, "Bytes": )"
+        << bytes << R"(, "Addr": )" << e.address << R"(, "Device Id": 0, "Device Type": 1}})";
     first = false;
   }
   out << "\n]}\n";

@@ -32,10 +32,10 @@
 #include <cstring>
 #include <vector>
 
-#include "gpumem/plan/perfect_packing.h"
 #include "gpumem/plan/solver.h"
 #include "gpumem/plan/validate.h"
 #include "plan/skyline_search.h"
+#include "support/perfect_packing.h"
 
 namespace {
 

@@ -20,7 +20,10 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumem/common/error.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/chrome_trace_reader.h"
+#include "gpumem/trace/history_format.h"
+#include "gpumem/trace/perfetto_writer.h"
+#include "gpumem/trace/rmm_log.h"
 
 #include "fuzz_check.h"
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "gpumem/trace/oom_message.h"
+#include "gpumem/oom/oom_message.h"
 
 #include "fuzz_check.h"
 
@@ -25,15 +25,15 @@ bool plausible(const std::optional<std::uint64_t>& bytes) { return !bytes || *by
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  const std::optional<gpumem::trace::OomMessage> m = gpumem::trace::parse_oom_message(text);
+  const std::optional<gpumem::oom::OomMessage> m = gpumem::oom::parse_oom_message(text);
   if (!m) return 0;
   for (const auto& bytes : {m->requested_bytes, m->capacity_bytes, m->free_bytes, m->process_bytes, m->allocated_bytes,
                             m->reserved_bytes, m->reserved_unallocated_bytes})
     check(plausible(bytes));
   if (m->allocated_bytes && m->reserved_bytes && m->reserved_unallocated_bytes)
     check(*m->reserved_bytes == *m->allocated_bytes + *m->reserved_unallocated_bytes);
-  const gpumem::trace::OomExplanation e = gpumem::trace::explain_oom(*m);
+  const gpumem::oom::OomExplanation e = gpumem::oom::explain_oom(*m);
   check(!e.meaning.empty() && !e.advice.empty());
-  check(std::string(gpumem::trace::to_string(e.diagnosis)) != "?");
+  check(std::string(gpumem::oom::to_string(e.diagnosis)) != "?");
   return 0;
 }

@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "gpumem/common/error.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/pytorch_snapshot.h"
 
 #include "fuzz_check.h"
 

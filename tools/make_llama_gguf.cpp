@@ -14,8 +14,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "gpumem/llm/llama_gguf.h"
 #include "gpumem/weights/gguf.h"
+#include "support/llama_gguf.h"
 
 int main(int argc, char** argv) {
   using namespace gpumem;

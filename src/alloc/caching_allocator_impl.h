@@ -31,9 +31,9 @@
 #include "alloc/blocks.h"
 #include "alloc/free_index.h"
 #include "alloc/pointer_map.h"
-#include "alloc/sizes.h"
 #include "alloc/thread_cache.h"
 #include "gpumem/alloc/caching_allocator.h"
+#include "gpumem/alloc/memory_resource.h"
 #include "gpumem/common/error.h"
 
 namespace gpumem::alloc {

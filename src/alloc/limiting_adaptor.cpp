@@ -1,7 +1,7 @@
 // LimitingAdaptor: a byte budget over any resource.
 #include <fmt/format.h>
 
-#include "gpumem/alloc/adaptors.h"
+#include "gpumem/alloc/limiting_adaptor.h"
 #include "gpumem/common/units.h"
 
 namespace gpumem::alloc {

@@ -1,6 +1,7 @@
 // Planned mode: observe one iteration, plan it, serve the next ones from one
 // arena at the planned offsets (see planned_allocator.h).
 #include "gpumem/alloc/planned_allocator.h"
+#include "gpumem/alloc/memory_resource.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +10,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "alloc/sizes.h"
 #include "alloc/small_slots.h"
 #include "common/bounded_json.h"
 #include "gpumem/common/error.h"

@@ -1,6 +1,7 @@
 // The simulated GPU: address-space bookkeeping, physical accounting against a
 // capacity, granule mapping, and streams whose work tests complete by hand.
 #include "gpumem/alloc/simulated_device.h"
+#include "gpumem/alloc/memory_resource.h"
 
 #include <sys/mman.h>
 
@@ -11,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "alloc/sizes.h"
 #include "gpumem/common/units.h"
 
 namespace gpumem::alloc {

@@ -1,7 +1,7 @@
 // StatisticsAdaptor: byte and allocation counts over any resource.
 #include <mutex>
 
-#include "gpumem/alloc/adaptors.h"
+#include "gpumem/alloc/statistics_adaptor.h"
 
 namespace gpumem::alloc {
 

@@ -2,7 +2,7 @@
 #include <mutex>
 #include <ostream>
 
-#include "gpumem/alloc/adaptors.h"
+#include "gpumem/alloc/tracing_adaptor.h"
 
 namespace gpumem::alloc {
 namespace {

@@ -11,7 +11,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
-#include "gpumem/trace/oom_message.h"
+#include "gpumem/oom/oom_message.h"
 
 namespace gpumem::cli {
 namespace {
@@ -49,9 +49,9 @@ Action add_explain_oom_command(CLI::App& app) {
       bool gzipped = false;
       text = read_file(args->file, 64ull << 20, "more than a log holding an error message", &gzipped);
     }
-    const auto message = trace::parse_oom_message(text);
+    const auto message = oom::parse_oom_message(text);
     if (!message) throw InputError(printable(name) + ": no PyTorch or CUDA out-of-memory message in it");
-    const trace::OomExplanation e = trace::explain_oom(*message);
+    const oom::OomExplanation e = oom::explain_oom(*message);
     const auto& m = e.message;
     if (args->json) {
       nlohmann::ordered_json doc;

@@ -12,10 +12,10 @@
 #include "cli/streams.h"
 #include "common/bounded_json.h"
 #include "gpumem/common/error.h"
+#include "gpumem/finetune/finetune_fit.h"
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/report/finetune_report.h"
-#include "gpumem/report/html_reports.h"
-#include "gpumem/train/finetune_fit.h"
+#include "gpumem/report/html/train_page.h"
 
 namespace gpumem::cli {
 
@@ -83,16 +83,18 @@ Action add_finetune_command(CLI::App& app) {
       ->type_name("FILE");
 
   return [args]() {
-    static const std::map<std::string, train::FinetuneMethod> methods = {{"full", train::FinetuneMethod::kFull},
-                                                                         {"freeze", train::FinetuneMethod::kFreeze},
-                                                                         {"lora", train::FinetuneMethod::kLora},
-                                                                         {"qlora", train::FinetuneMethod::kQlora}};
-    static const std::map<std::string, train::BaseQuant> quants = {{"nf4", train::BaseQuant::kNf4},
-                                                                   {"nf4-dq", train::BaseQuant::kNf4DoubleQuant},
-                                                                   {"int8", train::BaseQuant::kInt8}};
-    static const std::map<std::string, train::Attention> attentions = {
-        {"eager", train::Attention::kEager}, {"sdpa", train::Attention::kSdpa}, {"flash", train::Attention::kFlash}};
-    train::FinetuneOptions o;
+    static const std::map<std::string, finetune::FinetuneMethod> methods = {
+        {"full", finetune::FinetuneMethod::kFull},
+        {"freeze", finetune::FinetuneMethod::kFreeze},
+        {"lora", finetune::FinetuneMethod::kLora},
+        {"qlora", finetune::FinetuneMethod::kQlora}};
+    static const std::map<std::string, finetune::BaseQuant> quants = {{"nf4", finetune::BaseQuant::kNf4},
+                                                                      {"nf4-dq", finetune::BaseQuant::kNf4DoubleQuant},
+                                                                      {"int8", finetune::BaseQuant::kInt8}};
+    static const std::map<std::string, finetune::Attention> attentions = {{"eager", finetune::Attention::kEager},
+                                                                          {"sdpa", finetune::Attention::kSdpa},
+                                                                          {"flash", finetune::Attention::kFlash}};
+    finetune::FinetuneOptions o;
     o.method = methods.at(args->method);
     o.lora_r = args->lora_r;
     if (!args->targets.empty()) o.lora_targets = args->targets;
@@ -110,18 +112,19 @@ Action add_finetune_command(CLI::App& app) {
       throw InputError(std::string(args->max_seq ? "--max-seq" : "--max-batch") + " needs --gpu SIZE");
     const uint64_t gpu = args->gpu.empty() ? 0 : parse_memory_flag("--gpu", args->gpu);
     const llm::LlmModel model = llm::load_llm_model(args->model);
-    static const std::map<std::string, train::Strategy> strategies = {{"ddp", train::Strategy::kDdp},
-                                                                      {"zero1", train::Strategy::kZero1},
-                                                                      {"zero2", train::Strategy::kZero2},
-                                                                      {"zero3", train::Strategy::kZero3},
-                                                                      {"fsdp", train::Strategy::kFsdp}};
-    train::FinetuneParallel parallel;
+    static const std::map<std::string, finetune::Strategy> strategies = {{"ddp", finetune::Strategy::kDdp},
+                                                                         {"zero1", finetune::Strategy::kZero1},
+                                                                         {"zero2", finetune::Strategy::kZero2},
+                                                                         {"zero3", finetune::Strategy::kZero3},
+                                                                         {"fsdp", finetune::Strategy::kFsdp}};
+    finetune::FinetuneParallel parallel;
     parallel.gpus = args->gpus;
     parallel.strategy = strategies.at(args->strategy);
     parallel.offload = args->offload;
     if (args->offload && args->strategy.rfind("zero", 0) != 0)
       throw InputError("--offload: only with --strategy zero1, zero2 or zero3 (DeepSpeed's offload_optimizer)");
-    const train::FinetunePlan plan = train::plan_finetune(model, o, gpu, args->max_seq, args->max_batch, parallel);
+    const finetune::FinetunePlan plan =
+        finetune::plan_finetune(model, o, gpu, args->max_seq, args->max_batch, parallel);
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, plan.step.step);
     if (!args->html.empty()) write_html(args->html, report::train_html(plan.step.step));
     if (args->json) {

@@ -12,8 +12,8 @@
 #include "cli/size_flag.h"
 #include "cli/streams.h"
 #include "common/bounded_json.h"
-#include "gpumem/plan/inference_need.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/infer/inference_need.h"
+#include "gpumem/report/html/model_page.h"
 #include "gpumem/report/inspect_report.h"
 
 namespace gpumem::cli {
@@ -42,8 +42,8 @@ Action add_inspect_command(CLI::App& app) {
     const InspectResult result = inspect_model(args->model, options);
     require_bound_dimensions(result.model);
     const uint64_t overhead = args->overhead.empty() ? 0 : parse_memory_flag("--overhead", args->overhead, true);
-    ReportOptions report{args->top, plan::inference_need(result, overhead), {}};
-    report.levers = plan::inference_levers(result, options, *report.need);
+    ReportOptions report{args->top, infer::inference_need(result, overhead), {}};
+    report.levers = infer::inference_levers(result, options, *report.need);
     if (args->json) {
       std::fputs((json_text(inspect_to_json(result, report), 2) + "\n").c_str(), out());
     } else {

@@ -16,7 +16,7 @@
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
 #include "gpumem/plan/csv.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/model_page.h"
 #include "gpumem/report/plan_report.h"
 
 namespace gpumem::cli {
@@ -64,12 +64,12 @@ Action add_plan_command(CLI::App& app) {
 
   return [args, cmd]() {
     if (!args->validate.empty()) {
-      const plan::ValidationReport report = plan::validate_plan_file(args->validate);
+      const infer::ValidationReport report = infer::validate_plan_file(args->validate);
       std::fputs(render_validation_text(report).c_str(), report.violation ? err() : out());
       return report.violation ? kExitInvalidPlan : kExitOk;
     }
     if (args->input.empty()) throw InputError("plan: give an INPUT file, or --validate PLAN.csv");
-    if (plan::is_csv_path(args->input)) {
+    if (infer::is_csv_path(args->input)) {
       // A CSV of something else (an RMM log, requests) says what it is first.
       if (auto wrong = wrong_kind_error(args->input, {FileKind::PlanCsv}, "a MiniMalloc CSV of buffers"))
         throw InputError(*wrong);
@@ -81,7 +81,7 @@ Action add_plan_command(CLI::App& app) {
         }
       }
     }
-    plan::PlanRequest request;
+    infer::PlanRequest request;
     request.model = to_inspect_options(args->flags);
     request.solve.time_limit_seconds = args->time_limit;
     request.solve.threads = args->threads;
@@ -94,7 +94,7 @@ Action add_plan_command(CLI::App& app) {
     request.in_place = !args->no_in_place;
     if (!args->overhead.empty()) request.overhead_bytes = parse_memory_flag("--overhead", args->overhead, true);
 
-    const plan::PlanReport report = plan::plan_file(args->input, request);
+    const infer::PlanReport report = infer::plan_file(args->input, request);
     // A plan that does not fit --gpu is not one to use: the file is not
     // written (the report says why; --html still shows it).
     if (!args->output.empty() && report.fits)

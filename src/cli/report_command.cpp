@@ -5,7 +5,7 @@
 #include "cli/flags.h"
 #include "cli/model_flags.h"
 #include "cli/output_files.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/report_file.h"
 
 namespace gpumem::cli {
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,20 +25,8 @@ int parse_and_run(const std::vector<std::string>& args) {
   app.name("gpumem");
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpumem 0.1.0");
-  const Action inspect = add_inspect_command(app);
-  const Action plan = add_plan_command(app);
-  const Action trace = add_trace_command(app);
-  const Action replay = add_replay_command(app);
-  const Action train = add_train_command(app);
-  const Action fit = add_fit_command(app);
-  const Action weights = add_weights_command(app);
-  const Action quantize = add_quantize_command(app);
-  const Action llm = add_llm_command(app);
-  const Action finetune = add_finetune_command(app);
-  const Action explain_oom = add_explain_oom_command(app);
-  const Action serve_sim = add_serve_sim_command(app);
-  const Action exporter = add_exporter_command(app);
-  const Action report = add_report_command(app);
+  std::vector<std::pair<const char*, Action>> actions;
+  for (const Command& command : kCommands) actions.emplace_back(command.name, command.add(app));
   bool print_flag_table = false;
   add_flag_table_command(app, print_flag_table);
   // A progress bar for long work, on a terminal only, and never with --json.
@@ -51,20 +40,8 @@ int parse_and_run(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     return report_parse_error(app, e, args);
   }
-  if (app.got_subcommand("inspect")) return inspect();
-  if (app.got_subcommand("plan")) return plan();
-  if (app.got_subcommand("trace")) return trace();
-  if (app.got_subcommand("replay")) return replay();
-  if (app.got_subcommand("train")) return train();
-  if (app.got_subcommand("fit")) return fit();
-  if (app.got_subcommand("weights")) return weights();
-  if (app.got_subcommand("quantize")) return quantize();
-  if (app.got_subcommand("llm")) return llm();
-  if (app.got_subcommand("finetune")) return finetune();
-  if (app.got_subcommand("explain-oom")) return explain_oom();
-  if (app.got_subcommand("serve-sim")) return serve_sim();
-  if (app.got_subcommand("exporter")) return exporter();
-  if (app.got_subcommand("report")) return report();
+  for (const auto& [name, action] : actions)
+    if (app.got_subcommand(name)) return action();
   if (print_flag_table) {
     std::fputs(flag_table(app).c_str(), out());
     return kExitOk;

@@ -16,6 +16,7 @@
 #include "gpumem/common/units.h"
 #include "gpumem/llm/engines.h"
 #include "gpumem/llm/llm_model.h"
+#include "gpumem/llm/serve_setup.h"
 #include "gpumem/llm/vllm_sizing.h"
 #include "gpumem/report/serve_report.h"
 #include "gpumem/serve/request_trace.h"
@@ -149,7 +150,7 @@ Action add_serve_sim_command(CLI::App& app) {
       if (args->kv_dtype == "fp8") v.kv_bytes_per_value = 1;
       vllm = llm::size_vllm(model, v, r.engine);
     }
-    const serve::ServeSetup setup = serve::serve_setup(model, r, config, time, vllm ? &*vllm : nullptr);
+    const serve::ServeSetup setup = llm::serve_setup(model, r, config, time, vllm ? &*vllm : nullptr);
     const serve::ServeSimulation sim = serve::simulate_all(setup, policies, requests);
     if (args->json) {
       std::fputs((json_text(serve_to_json(sim), 2) + "\n").c_str(), out());

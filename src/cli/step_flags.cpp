@@ -6,10 +6,11 @@
 
 #include "cli/output_files.h"
 #include "cli/size_flag.h"
-#include "gpumem/common/device_overhead.h"
+#include "gpumem/alloc/policies/policy_registry.h"
+#include "gpumem/common/device_defaults.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/history_format.h"
 #include "gpumem/train/device_memory.h"
 
 namespace gpumem::cli {
@@ -68,9 +69,11 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd.add_option("--torch", flags.torch,
                  "The PyTorch release to follow where releases differ, e.g. 1.13 (default: current releases)");
+  std::string allocators;
+  for (const std::string& name : train::step_allocator_names()) allocators += (allocators.empty() ? "" : " | ") + name;
   cmd.add_option("--allocator", flags.allocator,
-                 "pytorch | pytorch-expandable | gpumem | gpumem-expandable: the caching allocator whose reserved "
-                 "bytes count (default pytorch; none with --device cpu)")
+                 allocators + ": the caching allocator whose reserved bytes count (default " +
+                     alloc::training_default_policy().name + "; none with --device cpu)")
       ->check(CLI::IsMember(train::step_allocator_names()));
   cmd.add_option("--overhead", flags.overhead,
                  "Device memory no allocator sees: CUDA context, cuBLAS/cuDNN workspaces (default " +

@@ -14,8 +14,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
-#include "gpumem/plan/csv.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/trace_page.h"
 #include "gpumem/report/trace_report.h"
 #include "gpumem/trace/formats.h"
 #include "gpumem/trace/iteration_plan.h"
@@ -48,9 +47,9 @@ Action add_trace_command(CLI::App& app) {
   stats->add_option("--device", args->device, "Device to analyse (default: the one with the most allocations)");
   auto* convert = cmd->add_subcommand("convert", "Write the trace in another format");
   convert->add_option("TRACE", args->input, "Any trace gpumem reads")->required();
-  convert->add_option("--to", args->to, "pytorch | perfetto | csv | jsonl")
-      ->required()
-      ->check(CLI::IsMember({"pytorch", "perfetto", "csv", "jsonl"}));
+  std::string written;
+  for (const std::string& name : trace::written_format_names()) written += (written.empty() ? "" : " | ") + name;
+  convert->add_option("--to", args->to, written)->required()->check(CLI::IsMember(trace::written_format_names()));
   add_output_option(*convert, args->output, "Output file (gzip when it ends in .gz; required)");
   convert->add_flag("--strict", args->strict, "Fail on damaged records instead of skipping them");
   convert->add_option("--device", args->device, "csv: the device whose allocations to write (default: busiest)");
@@ -94,14 +93,7 @@ Action add_trace_command(CLI::App& app) {
     // snapshot's state, which the pytorch output keeps).
     trace::require_memory_events(t, /*history_needed=*/args->to != "pytorch");
     std::ostringstream out;
-    if (args->to == "pytorch")
-      trace::write_pytorch_snapshot(t, out);
-    else if (args->to == "perfetto")
-      trace::write_perfetto(t, out);
-    else if (args->to == "jsonl")
-      trace::write_history(t, out);
-    else
-      out << plan::write_csv(trace::to_problem(trace::extract_lifetimes(t, device, args->strict), t.events.size()), {});
+    trace::format_written_as(args->to)->write(t, device, args->strict, out);
     trace::write_trace_file(args->output, out.str());
     announce_written(args->output, fmt::format("{} trace, {} events", args->to, format_count(t.events.size())));
     for (const std::string& w : t.warnings) std::fprintf(err(), "gpumem: warning: %s\n", w.c_str());

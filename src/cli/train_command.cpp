@@ -11,7 +11,7 @@
 #include "cli/step_flags.h"
 #include "cli/streams.h"
 #include "common/bounded_json.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/train_page.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/train/device_memory.h"
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "gpumem/common/device_overhead.h"
+#include "gpumem/common/device_defaults.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 

@@ -8,8 +8,8 @@
 namespace gpumem {
 namespace {
 
+using finetune::FinetunePlan;
 using train::Category;
-using train::FinetunePlan;
 
 // The peak by what the bytes are for: the step's categories, with the
 // weights split into frozen and trainable and the logits apart (they are
@@ -38,16 +38,16 @@ std::vector<Part> breakdown(const FinetunePlan& p) {
   };
 }
 
-std::string settings(const train::FinetuneOptions& o) {
+std::string settings(const finetune::FinetuneOptions& o) {
   std::string method = to_string(o.method);
-  if (o.method == train::FinetuneMethod::kLora || o.method == train::FinetuneMethod::kQlora) {
+  if (o.method == finetune::FinetuneMethod::kLora || o.method == finetune::FinetuneMethod::kQlora) {
     std::string targets;
     for (const auto& t : o.lora_targets) targets += (targets.empty() ? "" : ",") + t;
     method += fmt::format(" r {} on {}", o.lora_r, targets);
     if (o.lora_dropout > 0) method += fmt::format(", dropout {}", o.lora_dropout);
-    if (o.method == train::FinetuneMethod::kQlora) method += fmt::format(", base {}", to_string(o.quant));
+    if (o.method == finetune::FinetuneMethod::kQlora) method += fmt::format(", base {}", to_string(o.quant));
   }
-  if (o.method == train::FinetuneMethod::kFreeze)
+  if (o.method == finetune::FinetuneMethod::kFreeze)
     method += fmt::format(" (last {} layers train)", o.freeze_trainable_layers);
   return fmt::format("{}; {} x {} tokens{}; {}, {}, attention {}{}; device {}", method, o.micro_batch, o.seq,
                      o.grad_accum > 1 ? fmt::format(" x {} accumulated", o.grad_accum) : "",

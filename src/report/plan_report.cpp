@@ -26,7 +26,7 @@ std::string stop_explanation(plan::StopReason reason) {
 
 }  // namespace
 
-std::string render_plan_text(const plan::PlanReport& r) {
+std::string render_plan_text(const infer::PlanReport& r) {
   const auto& res = r.result;
   std::string out;
   auto line = [&out](const std::string& s = {}) { out += s + "\n"; };
@@ -82,7 +82,7 @@ std::string render_plan_text(const plan::PlanReport& r) {
   return out;
 }
 
-nlohmann::ordered_json plan_to_json(const plan::PlanReport& r) {
+nlohmann::ordered_json plan_to_json(const infer::PlanReport& r) {
   using json = nlohmann::ordered_json;
   const auto& res = r.result;
   json doc;
@@ -132,7 +132,7 @@ nlohmann::ordered_json plan_to_json(const plan::PlanReport& r) {
   return doc;
 }
 
-std::string render_validation_text(const plan::ValidationReport& r) {
+std::string render_validation_text(const infer::ValidationReport& r) {
   if (r.violation) return fmt::format("{}: invalid plan: {}\n", r.input, r.violation->message);
   return fmt::format("{}: valid plan of {} buffers; arena {} ({} bytes), lower bound {}\n", r.input,
                      format_count(r.problem.buffers.size()), format_bytes(static_cast<uint64_t>(r.arena)),

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumem/alloc/policies/policy_registry.h"
 #include "gpumem/common/units.h"
 
 namespace gpumem {
@@ -65,11 +66,11 @@ void advice_text(std::string& out, const trace::ReplayReport& r) {
     out += fmt::format(
         "Advice: no policy replayed does better than {} ({}), the policy the trace was recorded "
         "under\n\n",
-        r.current_policy, trace::policy_setting(r.current_policy));
+        r.current_policy, alloc::policy_named(r.current_policy).setting);
     return;
   }
   out += fmt::format("Advice against {} ({}), the policy the trace was recorded under (--current says otherwise):\n",
-                     r.current_policy, trace::policy_setting(r.current_policy));
+                     r.current_policy, alloc::policy_named(r.current_policy).setting);
   for (const trace::Advice& a : r.advice) {
     if (a.fits_where_current_does_not)
       out += fmt::format("  {} would have fit in {} ({} reserved at the peak), where {} runs out at event {}\n",
@@ -380,9 +381,9 @@ nlohmann::ordered_json replay_to_json(const trace::ReplayReport& r) {
          {"steady_peak_reserved_bytes",
           p.steady_peak_reserved >= 0 ? nlohmann::ordered_json(p.steady_peak_reserved) : nlohmann::ordered_json()},
          {"replay_seconds", p.seconds}});
-    if (p.name == "gpumem-planned") {
-      policies.back()["planned_allocations"] = p.planned_allocations;
-      policies.back()["missed_allocations"] = p.missed_allocations;
+    if (p.plan) {
+      policies.back()["planned_allocations"] = p.plan->planned;
+      policies.back()["missed_allocations"] = p.plan->missed;
     }
   }
   j["skipped"] = anomalies_json(r.anomalies);

@@ -34,7 +34,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumem/common/error.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/chrome_trace_reader.h"
+#include "gpumem/trace/history_format.h"
 #include "trace/text_lines.h"
 
 namespace gpumem::trace {
@@ -676,6 +677,12 @@ Trace read_chrome_trace(std::string_view data, const std::string& name, const Re
                                          handler.problems(), handler.first_problem()));
   handler.finish();
   return trace;
+}
+
+bool is_chrome_trace(std::string_view head) {
+  const std::string_view body = detail::body_of(head);
+  if (body.starts_with("[")) return true;
+  return body.starts_with("{") && !is_history(head);
 }
 
 }  // namespace gpumem::trace

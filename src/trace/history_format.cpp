@@ -21,7 +21,7 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/trace/formats.h"
-#include "gpumem/trace/replay.h"
+#include "gpumem/trace/history_format.h"
 #include "trace/json_text.h"
 #include "trace/text_lines.h"
 
@@ -323,6 +323,12 @@ void write_history(const Trace& trace, std::ostream& out) {
     }
   }
   out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+}
+
+bool is_history(std::string_view head) {
+  // The header line names the format; key order varies by writer.
+  return detail::body_of(head).starts_with("{") &&
+         detail::first_line(head).find("\"gpumem-history\"") != std::string_view::npos;
 }
 
 }  // namespace gpumem::trace

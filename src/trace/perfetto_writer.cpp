@@ -17,8 +17,8 @@
 
 #include <fmt/format.h>
 
-#include "gpumem/trace/formats.h"
 #include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/perfetto_writer.h"
 #include "trace/json_text.h"
 
 namespace gpumem::trace {

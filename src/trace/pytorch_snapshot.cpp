@@ -32,7 +32,7 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/error.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/pytorch_snapshot.h"
 #include "trace/pickle_reader.h"
 #include "trace/pickle_writer.h"
 
@@ -727,7 +727,12 @@ class SnapshotWriter {
 }  // namespace
 
 Trace read_pytorch_snapshot(std::string_view data, const std::string& name, const ReadOptions& options) {
-  return SnapshotReader(data, name, options).read();
+  Trace trace = SnapshotReader(data, name, options).read();
+  // Expandable segments say the job ran with expandable_segments:True; the
+  // format's row says "pytorch" otherwise (formats.cpp).
+  if (std::any_of(trace.segments.begin(), trace.segments.end(), [](const SnapshotSegment& s) { return s.expandable; }))
+    trace.recorded_under = "pytorch-expandable";
+  return trace;
 }
 
 void write_pytorch_snapshot(const Trace& trace, std::ostream& out, int protocol) {
@@ -738,8 +743,10 @@ void write_pytorch_snapshot(const Trace& trace, std::ostream& out, int protocol)
   std::int32_t gpus = 0;
   bool host = false;
   for (const Event& e : trace.events) {
-    if (e.device >= 0) gpus = std::max(gpus, e.device + 1);
-    else host = true;
+    if (e.device >= 0)
+      gpus = std::max(gpus, e.device + 1);
+    else
+      host = true;
   }
   for (const SnapshotSegment& s : trace.segments) {
     if (s.device >= 0)
@@ -758,5 +765,7 @@ void write_pytorch_snapshot(const Trace& trace, std::ostream& out, int protocol)
     if (s.device < 0) s.device = gpus + (-1 - s.device);
   SnapshotWriter(renumbered, out, protocol).write(gpus);
 }
+
+bool is_pytorch_snapshot(std::string_view head) { return !head.empty() && static_cast<unsigned char>(head[0]) == 0x80; }
 
 }  // namespace gpumem::trace

@@ -1,5 +1,6 @@
-// Replaying a trace's allocations under allocator policies, and the
-// planner's best packing of the same lifetimes.
+// Replaying a trace's allocations under allocator policies (each one run by
+// alloc/policies/policy_run.h), and the planner's best packing of the same
+// lifetimes.
 #include "gpumem/trace/replay.h"
 
 #include <algorithm>
@@ -10,191 +11,56 @@
 
 #include <fmt/format.h>
 
-#include "gpumem/alloc/bfc_allocator.h"
-#include "gpumem/alloc/caching_allocator.h"
-#include "gpumem/alloc/planned_allocator.h"
-#include "gpumem/alloc/pool_resource.h"
-#include "gpumem/alloc/simulated_device.h"
+#include "gpumem/alloc/policies/policy_registry.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/progress.h"
 #include "gpumem/plan/solver.h"
+#include "gpumem/trace/formats.h"
 
 namespace gpumem::trace {
 namespace {
 
-using alloc::AllocatorConfig;
-using alloc::CachingAllocator;
-using alloc::MemoryResource;
-using alloc::SimulatedDevice;
-
-// "Unlimited": more than any device, small enough that an expandable
-// range's per-granule table stays a few MiB.
-constexpr std::size_t kUnlimited = std::size_t{2} << 40;
-
-InputError unknown_policy(const std::string& name) {
-  std::string known;
-  for (const std::string& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
-  return InputError(fmt::format("--policy: unknown policy '{}' (known: {})", printable(name), known));
+// Where iterations begin, for the policies run over a trace.
+alloc::PolicyRunOptions run_options(std::size_t capacity, std::size_t timeline_columns, Progress* progress,
+                                    const std::vector<std::size_t>* iteration_starts) {
+  alloc::PolicyRunOptions o;
+  o.capacity = capacity;
+  o.timeline_columns = timeline_columns;
+  o.progress = progress;
+  o.iteration_starts = iteration_starts;
+  return o;
 }
 
-std::unique_ptr<MemoryResource> make_policy(const std::string& name, SimulatedDevice& device) {
-  auto caching = [&](const char* config) {
-    return std::make_unique<CachingAllocator>(alloc::simulated_upstream(device), alloc::parse_allocator_config(config));
-  };
-  if (name == "gpumem") return caching("");
-  if (name == "gpumem-expandable") return caching("expandable_segments:true");
-  if (name == "pytorch") return caching("preset:pytorch");
-  if (name == "pytorch-expandable") return caching("preset:pytorch,expandable_segments:true");
-  // TensorFlow's BFC with allow_growth, limited by the device.
-  if (name == "bfc") return std::make_unique<alloc::BfcAllocator>(device, alloc::BfcOptions{});
-  // RMM's pool, growing on demand (current RMM makes the initial size the
-  // caller's choice; starting empty charges the pool only what it needs).
-  if (name == "rmm-pool") return std::make_unique<alloc::PoolResource>(device, alloc::PoolResourceOptions{});
-  // gpumem's defaults behind a plan of one recorded iteration (run() marks
-  // the iterations).
-  // The cache behind the plan grows expandable ranges: what stays between
-  // iterations (weights, gradients, optimizer state) then pins granules,
-  // not whole segments, once the transients move to the arena.
-  if (name == "gpumem-planned")
-    return std::make_unique<alloc::PlannedAllocator>(alloc::simulated_upstream(device),
-                                                     alloc::parse_allocator_config("expandable_segments:true"));
-  throw unknown_policy(name);
-}
+}  // namespace
 
-// One step of the replay: an allocation or the free of one.
-struct Step {
-  std::uint32_t allocation;
-  bool free;
-};
-
-std::vector<Step> steps_of(const Lifetimes& lifetimes, std::size_t events) {
+alloc::AllocationSequence allocation_sequence(const Lifetimes& lifetimes, std::size_t events) {
+  alloc::AllocationSequence seq;
+  seq.positions = events;
+  seq.sizes.reserve(lifetimes.allocations.size());
+  seq.streams.reserve(lifetimes.allocations.size());
   // Bucket by event index: each event is at most one step.
   std::vector<std::int64_t> at(events, -1);
   std::vector<bool> is_free(events, false);
   for (std::size_t i = 0; i < lifetimes.allocations.size(); ++i) {
     const Allocation& a = lifetimes.allocations[i];
+    seq.sizes.push_back(static_cast<std::size_t>(a.size));
+    seq.streams.push_back(a.stream);
     at[a.alloc_event] = static_cast<std::int64_t>(i);
     if (a.free_event != kNeverFreed) {
       at[a.free_event] = static_cast<std::int64_t>(i);
       is_free[a.free_event] = true;
     }
   }
-  std::vector<Step> steps;
-  steps.reserve(lifetimes.allocations.size() * 2);
+  seq.steps.reserve(lifetimes.allocations.size() * 2);
   for (std::size_t e = 0; e < events; ++e)
-    if (at[e] >= 0) steps.push_back({static_cast<std::uint32_t>(at[e]), is_free[e]});
-  return steps;
-}
-
-// What a replay may keep beyond the peaks, and what it may be told.
-struct RunExtras {
-  std::size_t events = 0;            // the trace's, for the timeline's x axis
-  std::size_t timeline_columns = 0;  // 0: no timeline
-  Progress* progress = nullptr;
-  // Allocation indices where iterations begin (empty: the trace does not
-  // repeat). gpumem-planned is told each; every policy's steady peak is
-  // taken from the second on.
-  const std::vector<std::size_t>* iteration_starts = nullptr;
-};
-
-PolicyResult run(const Lifetimes& lifetimes, const std::vector<Step>& steps, const std::string& name,
-                 std::size_t capacity, const RunExtras& extras = {}) {
-  PolicyResult r;
-  r.name = name;
-  const bool timeline = extras.timeline_columns > 0;
-  if (timeline) r.reserved_timeline = Envelope(0, static_cast<std::int64_t>(extras.events), extras.timeline_columns);
-  Progress* progress = extras.progress;
-  const std::vector<std::size_t> no_starts;
-  const std::vector<std::size_t>& starts = extras.iteration_starts ? *extras.iteration_starts : no_starts;
-  std::size_t next_start = 0;
-  bool steady = false;
-  std::size_t steady_peak = 0;
-  auto start = std::chrono::steady_clock::now();
-  SimulatedDevice device({.capacity = capacity ? capacity : kUnlimited});
-  {
-    std::unique_ptr<MemoryResource> policy = make_policy(name, device);
-    auto* planned = dynamic_cast<alloc::PlannedAllocator*>(policy.get());
-    std::vector<void*> ptrs(lifetimes.allocations.size(), nullptr);
-    std::int64_t live = 0;
-    std::size_t peak = 0;
-    std::size_t done = 0;
-    for (const Step& s : steps) {
-      if (progress && (++done & 4095) == 0) progress->advance(4096);
-      const Allocation& a = lifetimes.allocations[s.allocation];
-      const auto bytes = static_cast<std::size_t>(a.size);
-      if (s.free) {
-        policy->deallocate(ptrs[s.allocation], bytes, a.stream);
-        ptrs[s.allocation] = nullptr;
-        live -= a.size;
-        if (steady) steady_peak = std::max(steady_peak, device.physical_used());
-        if (timeline) {
-          r.reserved_timeline.add(static_cast<std::int64_t>(a.free_event),
-                                  static_cast<std::int64_t>(device.physical_used()));
-        }
-        continue;
-      }
-      if (next_start < starts.size() && s.allocation == starts[next_start]) {
-        if (planned) planned->step();
-        steady = steady || next_start >= 1;
-        ++next_start;
-      }
-      try {
-        ptrs[s.allocation] = policy->allocate(bytes, a.stream);
-      } catch (const alloc::OutOfMemoryError& e) {
-        r.oom_at_event = a.alloc_event;
-        r.oom_message = e.what();
-        break;
-      }
-      live += a.size;
-      // While reservation stays at its peak, the most it held is what
-      // counts: a cache reserved early fills up later.
-      std::size_t reserved = device.physical_used();
-      if (steady) steady_peak = std::max(steady_peak, reserved);
-      if (timeline)
-        r.reserved_timeline.add(static_cast<std::int64_t>(a.alloc_event), static_cast<std::int64_t>(reserved));
-      if (reserved > peak) {
-        peak = reserved;
-        r.allocated_at_peak = live;
-      } else if (reserved == peak && live > r.allocated_at_peak) {
-        r.allocated_at_peak = live;
-      }
-    }
-    r.peak_reserved = static_cast<std::int64_t>(peak);
-    if (starts.size() >= 2) r.steady_peak_reserved = static_cast<std::int64_t>(steady_peak);
-    if (planned) {
-      r.planned_allocations = planned->planned_stats().planned;
-      r.missed_allocations = planned->planned_stats().missed;
-    }
-    r.fragmentation_at_peak = peak ? 1.0 - double(r.allocated_at_peak) / double(peak) : 0.0;
-    // Frees left for the policy's destructor are not the trace's: count the
-    // calls made while replaying.
-    r.upstream_calls = device.counters().upstream_calls();
-    for (std::size_t i = 0; i < ptrs.size(); ++i)
-      if (ptrs[i])
-        policy->deallocate(ptrs[i], static_cast<std::size_t>(lifetimes.allocations[i].size),
-                           lifetimes.allocations[i].stream);
-  }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
-
-}  // namespace
-
-const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"gpumem", "gpumem-expandable", "pytorch",       "pytorch-expandable",
-                                                 "bfc",    "rmm-pool",          "gpumem-planned"};
-  return names;
-}
-
-const std::vector<std::string>& default_policy_names() {
-  static const std::vector<std::string> names(policy_names().begin(), policy_names().end() - 1);
-  return names;
+    if (at[e] >= 0) seq.steps.push_back({static_cast<std::uint32_t>(at[e]), is_free[e], e});
+  return seq;
 }
 
 PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const std::string& policy,
                            std::size_t capacity) {
-  return run(lifetimes, steps_of(lifetimes, trace.events.size()), policy, capacity,
-             {.events = trace.events.size(), .timeline_columns = 0, .progress = nullptr, .iteration_starts = nullptr});
+  return alloc::run_policy(alloc::policy_named(policy), allocation_sequence(lifetimes, trace.events.size()),
+                           run_options(capacity, 0, nullptr, nullptr));
 }
 
 bool every_policy_runs_out(const ReplayReport& report) {
@@ -205,12 +71,11 @@ bool every_policy_runs_out(const ReplayReport& report) {
 
 ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   // Unknown names fail before any work.
-  std::vector<std::string> names = options.policies.empty() ? default_policy_names() : options.policies;
-  for (const std::string& n : names)
-    if (std::find(policy_names().begin(), policy_names().end(), n) == policy_names().end()) throw unknown_policy(n);
-  if (!options.current_policy.empty() &&
-      std::find(policy_names().begin(), policy_names().end(), options.current_policy) == policy_names().end())
-    throw unknown_policy(options.current_policy);
+  const std::vector<std::string> names =
+      options.policies.empty() ? alloc::policy_names(&alloc::PolicyEntry::replayed_by_default) : options.policies;
+  std::vector<const alloc::PolicyEntry*> entries;
+  for (const std::string& n : names) entries.push_back(&alloc::policy_named(n));
+  if (!options.current_policy.empty()) alloc::policy_named(options.current_policy);
 
   ReplayReport report;
   report.source = trace.source;
@@ -227,14 +92,15 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
   report.traced_peak = report.lower_bound;
   report.baseline = lifetimes.baseline;
 
-  const std::vector<Step> steps = steps_of(lifetimes, trace.events.size());
+  const alloc::AllocationSequence sequence = allocation_sequence(lifetimes, trace.events.size());
+  const std::vector<alloc::AllocationSequence::Step>& steps = sequence.steps;
   // Where iterations begin, as `trace stats` finds them.
   const IterationSplit split = find_iterations(lifetimes);
   report.iterations = split.starts.size();
   if (split.starts.size() >= 2) {
     std::int64_t allocated = 0;
     report.steady_peak_allocated = 0;
-    for (const Step& s : steps) {
+    for (const alloc::AllocationSequence::Step& s : steps) {
       const Allocation& a = lifetimes.allocations[s.allocation];
       allocated += s.free ? -a.size : a.size;
       if (!s.free && s.allocation >= split.starts[1])
@@ -242,7 +108,7 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
     }
   }
   std::int64_t live = 0;
-  for (const Step& s : steps) {
+  for (const alloc::AllocationSequence::Step& s : steps) {
     const Allocation& a = lifetimes.allocations[s.allocation];
     live += s.free ? -a.size : a.size;
     if (!s.free && live == report.traced_peak) {
@@ -265,9 +131,9 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
     for (std::size_t i = 0; i < names.size(); ++i) {
       threads.emplace_back([&, i] {
         try {
-          report.policies[i] =
-              run(lifetimes, steps, names[i], options.capacity,
-                  {report.events, options.timeline_columns, &progress, split.starts.empty() ? nullptr : &split.starts});
+          report.policies[i] = alloc::run_policy(*entries[i], sequence,
+                                                 run_options(options.capacity, options.timeline_columns, &progress,
+                                                             split.starts.empty() ? nullptr : &split.starts));
         } catch (...) {
           failures[i] = std::current_exception();
         }

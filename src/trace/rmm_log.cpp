@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/error.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/rmm_log.h"
 #include "trace/text_lines.h"
 
 namespace gpumem::trace {
@@ -74,10 +74,14 @@ bool parse_time(std::string_view s, std::int64_t& ns, bool& of_day) {
 }
 
 bool parse_action_name(std::string_view s, Action& out) {
-  if (s == "allocate") out = Action::kAlloc;
-  else if (s == "free" || s == "deallocate") out = Action::kFreeCompleted;
-  else if (s == "allocate failure") out = Action::kOom;
-  else return false;
+  if (s == "allocate")
+    out = Action::kAlloc;
+  else if (s == "free" || s == "deallocate")
+    out = Action::kFreeCompleted;
+  else if (s == "allocate failure")
+    out = Action::kOom;
+  else
+    return false;
   return true;
 }
 
@@ -93,7 +97,8 @@ Trace read_rmm_log(std::string_view data, const std::string& name, const ReadOpt
   while (lines.next(line) && trim(line).empty()) {
   }
   if (lines.number() == 0 || trim(line).empty())
-    throw InputError(fmt::format("{}: empty file: no header line (expected Thread,Time,Action,Pointer,Size,Stream)", file));
+    throw InputError(
+        fmt::format("{}: empty file: no header line (expected Thread,Time,Action,Pointer,Size,Stream)", file));
   {
     // The header, with spaces around names allowed.
     const char* expected[] = {"Thread", "Time", "Action", "Pointer", "Size", "Stream"};
@@ -109,8 +114,9 @@ Trace read_rmm_log(std::string_view data, const std::string& name, const ReadOpt
       rest.remove_prefix(comma + 1);
     }
     if (!ok || column != 6)
-      throw InputError(fmt::format("{}: line {}: not an RMM log header (expected Thread,Time,Action,Pointer,Size,Stream)",
-                                   file, lines.number()));
+      throw InputError(
+          fmt::format("{}: line {}: not an RMM log header (expected Thread,Time,Action,Pointer,Size,Stream)", file,
+                      lines.number()));
   }
 
   detail::SkippedLines skipped(file, options.strict, trace);
@@ -169,5 +175,7 @@ Trace read_rmm_log(std::string_view data, const std::string& name, const ReadOpt
   skipped.finish();
   return trace;
 }
+
+bool is_rmm_log(std::string_view head) { return detail::body_of(head).starts_with("Thread,Time,Action"); }
 
 }  // namespace gpumem::trace

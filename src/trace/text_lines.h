@@ -1,6 +1,7 @@
 #pragma once
 // What the line-based trace readers (RMM log, gpumem history) share besides
-// common/text.h: exact integer parsing and skipped-line accounting.
+// common/text.h: exact integer parsing and skipped-line accounting; and what
+// every format's detector looks at (a file's first record).
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,17 @@ namespace gpumem::trace::detail {
 
 using text::Lines;
 using text::trim;
+
+// A file's first bytes without the blank space before its first record, and
+// that record's line: what the formats' detectors look at.
+inline std::string_view body_of(std::string_view head) {
+  const std::size_t i = head.find_first_not_of(" \t\r\n");
+  return i == std::string_view::npos ? std::string_view() : head.substr(i);
+}
+inline std::string_view first_line(std::string_view head) {
+  const std::string_view body = body_of(head);
+  return body.substr(0, body.find('\n'));
+}
 
 // The whole of `s` as an integer in `base`; false for anything else
 // (empty, a sign where none belongs, trailing bytes, overflow).

@@ -1,5 +1,5 @@
-// The trace model: action names, interned contexts, format detection and the
-// read_trace() dispatcher.
+// The trace model: action names, interned contexts, and read_trace(), which
+// reads a file in the format its first bytes tell (formats.h).
 #include "gpumem/trace/trace.h"
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "common/file_kind.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/gzip.h"
@@ -50,17 +49,6 @@ std::string key_of(const Context& c) {
     key += '\0';
   }
   return key;
-}
-
-Trace read_as(Format format, std::string_view data, const std::string& name, const ReadOptions& options) {
-  switch (format) {
-    case Format::kPytorchSnapshot: return read_pytorch_snapshot(data, name, options);
-    case Format::kChromeTrace: return read_chrome_trace(data, name, options);
-    case Format::kRmmLog: return read_rmm_log(data, name, options);
-    case Format::kHistory: return read_history(data, name, options);
-    case Format::kMinimallocCsv: return read_minimalloc_csv(data, name, options);
-  }
-  throw InputError(fmt::format("{}: unknown format", printable(name)));
 }
 
 }  // namespace
@@ -137,26 +125,6 @@ void require_memory_events(const Trace& trace, bool history_needed) {
   throw InputError(fmt::format("{}: no allocations: the trace records no memory to analyse", file));
 }
 
-Format detect_format(std::string_view head, const std::string& file_name) {
-  if (auto wrong = wrong_kind_error(head, file_name, {FileKind::MemoryTrace, FileKind::PlanCsv}, "a memory trace"))
-    throw InputError(*wrong);
-  if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return Format::kPytorchSnapshot;
-  std::size_t i = head.find_first_not_of(" \t\r\n");
-  std::string_view body = i == std::string_view::npos ? std::string_view() : head.substr(i);
-  // A history's header line names its format; key order varies by writer.
-  std::string_view header = body.substr(0, body.find('\n'));
-  if (body.starts_with("{") && header.find("\"gpumem-history\"") != std::string_view::npos) return Format::kHistory;
-  if (body.starts_with("{") || body.starts_with("[")) return Format::kChromeTrace;
-  if (body.starts_with("Thread,Time,Action")) return Format::kRmmLog;
-  std::string_view first_line = body.substr(0, body.find('\n'));
-  if (first_line.find("lower") != std::string_view::npos && first_line.find("upper") != std::string_view::npos)
-    return Format::kMinimallocCsv;
-  throw InputError(fmt::format(
-      "{}: byte 0: not a trace gpumem reads (a PyTorch snapshot pickle, a Chrome trace JSON, gpumem history "
-      "JSON lines, an RMM log CSV or a MiniMalloc CSV)",
-      printable(file_name)));
-}
-
 Trace read_trace(const std::string& path, const ReadOptions& options) {
   const Progress progress("reading " + path, 0);
   bool gzipped = false;
@@ -164,7 +132,7 @@ Trace read_trace(const std::string& path, const ReadOptions& options) {
   // A byte or line of the content is not one of the gzip file: say so.
   const std::string name = gzipped ? path + " (decompressed)" : path;
   const std::string_view head = std::string_view(data).substr(0, 4096);
-  Trace trace = read_as(detect_format(head, name), data, name, options);
+  Trace trace = detect_format(head, name).read(data, name, options);
   trace.source = path;
   if (trace.format == "chrome-trace" && head.find(R"("writer":"gpumem-perfetto")") != std::string_view::npos)
     trace.written_by = "gpumem-perfetto";

@@ -6,8 +6,8 @@
 // else computes in the widest type of its inputs. The copies are real
 // tensors: autograd keeps the ones backward needs, and their gradients are
 // cast back.
+#include "gpumem/train/step_graph.h"
 #include "gpumem/train/training_step.h"
-#include "train/step_graph.h"
 
 namespace gpumem::train {
 

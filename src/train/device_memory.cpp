@@ -4,17 +4,40 @@
 
 #include <fmt/format.h>
 
-#include "gpumem/common/device_overhead.h"
+#include "gpumem/alloc/policies/policy_run.h"
+#include "gpumem/common/device_defaults.h"
 #include "gpumem/common/error.h"
-#include "gpumem/trace/lifetimes.h"
-#include "gpumem/trace/replay.h"
 
 namespace gpumem::train {
+namespace {
 
-const std::vector<std::string>& step_allocator_names() {
-  static const std::vector<std::string> names = {"pytorch", "pytorch-expandable", "gpumem", "gpumem-expandable"};
-  return names;
+// The step's allocations in the order PyTorch makes them: at each time the
+// frees of what dies after the op before, then the op's own allocations
+// (what outlives the step is never freed). The same order as step_trace()'s
+// events, without building a trace.
+alloc::AllocationSequence step_sequence(const TrainingStep& step) {
+  alloc::AllocationSequence seq;
+  seq.sizes.reserve(step.allocations.size());
+  std::vector<std::vector<std::uint32_t>> allocs(static_cast<std::size_t>(step.end_time) + 1), frees(allocs.size());
+  for (std::size_t i = 0; i < step.allocations.size(); ++i) {
+    const Allocation& a = step.allocations[i];
+    seq.sizes.push_back(static_cast<std::size_t>(a.bytes));
+    allocs[static_cast<std::size_t>(a.alloc_time)].push_back(static_cast<std::uint32_t>(i));
+    if (a.free_time < step.end_time)
+      frees[static_cast<std::size_t>(a.free_time)].push_back(static_cast<std::uint32_t>(i));
+  }
+  seq.steps.reserve(step.allocations.size() * 2);
+  for (int time = 0; time < step.end_time; ++time) {
+    for (std::uint32_t i : frees[static_cast<std::size_t>(time)]) seq.steps.push_back({i, true, seq.steps.size()});
+    for (std::uint32_t i : allocs[static_cast<std::size_t>(time)]) seq.steps.push_back({i, false, seq.steps.size()});
+  }
+  seq.positions = seq.steps.size();
+  return seq;
 }
+
+}  // namespace
+
+std::vector<std::string> step_allocator_names() { return alloc::policy_names(&alloc::PolicyEntry::for_training_steps); }
 
 std::string step_allocator(const TrainOptions& options) {
   if (options.device == Device::kCpu) {
@@ -24,11 +47,11 @@ std::string step_allocator(const TrainOptions& options) {
     }
     return "";
   }
-  if (options.allocator.empty()) return "pytorch";
-  const auto& names = step_allocator_names();
-  if (std::find(names.begin(), names.end(), options.allocator) == names.end()) {
+  if (options.allocator.empty()) return alloc::training_default_policy().name;
+  const alloc::PolicyEntry* entry = alloc::find_policy(options.allocator);
+  if (entry == nullptr || !entry->for_training_steps) {
     std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& n : step_allocator_names()) known += (known.empty() ? "" : ", ") + n;
     throw InputError(fmt::format("--allocator {}: unknown allocator (known: {})", options.allocator, known));
   }
   return options.allocator;
@@ -49,12 +72,12 @@ DeviceMemory device_memory(const TrainingStep& step, uint64_t budget) {
     d.runs_out = budget > 0 && d.device_bytes() > budget;
     return d;
   }
-  const trace::Trace t = step_trace(step, /*contexts=*/false);
-  const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, 0, /*strict=*/true);
-  auto replay = [&](uint64_t capacity) { return trace::replay_policy(t, lifetimes, d.allocator, capacity); };
+  const alloc::PolicyEntry& policy = alloc::policy_named(d.allocator, "--allocator");
+  const alloc::AllocationSequence sequence = step_sequence(step);
+  auto run = [&](uint64_t capacity) { return alloc::run_policy(policy, sequence, {.capacity = capacity}); };
   if (budget > 0) {
     if (budget > d.overhead) {
-      const trace::PolicyResult limited = replay(budget - d.overhead);
+      const alloc::PolicyRun limited = run(budget - d.overhead);
       if (!limited.oom_at_event) {
         d.reserved_peak = static_cast<uint64_t>(limited.peak_reserved);
         return d;
@@ -62,7 +85,7 @@ DeviceMemory device_memory(const TrainingStep& step, uint64_t budget) {
     }
     d.runs_out = true;
   }
-  d.reserved_peak = static_cast<uint64_t>(replay(0).peak_reserved);
+  d.reserved_peak = static_cast<uint64_t>(run(0).peak_reserved);
   return d;
 }
 

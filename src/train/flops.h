@@ -11,7 +11,7 @@
 //   other elementwise  1 x output elements
 #include <cstdint>
 
-#include "train/step_graph.h"
+#include "gpumem/train/step_graph.h"
 
 namespace gpumem::train {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/train/step_graph.h"
 #include "gpumem/train/training_step.h"
-#include "train/step_graph.h"
 
 namespace gpumem::train {
 

@@ -1,4 +1,4 @@
-#include "train/step_graph.h"
+#include "gpumem/train/step_graph.h"
 
 #include <algorithm>
 #include <optional>

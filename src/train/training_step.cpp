@@ -10,11 +10,11 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/model/onnx_loader.h"
+#include "gpumem/train/step_graph.h"
 #include "train/autocast.h"
 #include "train/flops.h"
 #include "train/op_rules.h"
 #include "train/optimizer_rules.h"
-#include "train/step_graph.h"
 
 namespace gpumem::train {
 

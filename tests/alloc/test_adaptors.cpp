@@ -11,9 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumem/alloc/adaptors.h"
 #include "gpumem/alloc/host_resource.h"
+#include "gpumem/alloc/limiting_adaptor.h"
 #include "gpumem/alloc/simulated_device.h"
+#include "gpumem/alloc/statistics_adaptor.h"
+#include "gpumem/alloc/tracing_adaptor.h"
 #include "gpumem/common/error.h"
 
 namespace gpumem::alloc {

@@ -673,8 +673,9 @@ TEST(PlannedReplay, ARealTrainingTraceEndsFullyPlanned) {
   // Iteration 0 creates the optimizer state (186 allocations more, most of
   // what stays): set-up, so iteration 1 is recorded too, and its plan
   // serves all of iteration 2.
-  EXPECT_EQ(planned.planned_allocations, 1409u);
-  EXPECT_EQ(planned.missed_allocations, 0u);
+  ASSERT_TRUE(planned.plan.has_value());
+  EXPECT_EQ(planned.plan->planned, 1409u);
+  EXPECT_EQ(planned.plan->missed, 0u);
   EXPECT_GT(planned.steady_peak_reserved, 0);
   EXPECT_GE(planned.steady_peak_reserved, r.steady_peak_allocated);
   EXPECT_EQ(r.policies[0].steady_peak_reserved, r.policies[0].peak_reserved)
@@ -703,7 +704,7 @@ TEST(PlannedReplay, RealTrainingTracesReserveWithinTwoPercentInSteadyState) {
     ASSERT_GE(r.iterations, 2u);
     ASSERT_GT(r.steady_peak_allocated, 0);
     if (r.iterations >= 3 && std::string(name).find("infer") == std::string::npos)
-      EXPECT_GT(r.policies[0].planned_allocations, 0u);
+      EXPECT_GT(r.policies[0].plan.value().planned, 0u);
     EXPECT_LE(static_cast<double>(r.policies[0].steady_peak_reserved),
               1.02 * static_cast<double>(r.steady_peak_allocated));
   }

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "gpumem/alloc/bfc_allocator.h"
-#include "gpumem/alloc/pool_resource.h"
+#include "gpumem/alloc/policies/bfc_allocator.h"
+#include "gpumem/alloc/policies/pool_resource.h"
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/common/error.h"
 
@@ -85,8 +85,7 @@ TEST(Bfc, RegionsDoubleFromTwoMiB) {
   // that region needed the doubling, the one after is 32 MiB again.
   bfc.allocate(20 * kMiB);
   bfc.allocate(20 * kMiB);
-  EXPECT_EQ(bfc.region_sizes(),
-            (std::vector<std::size_t>{2 * kMiB, 4 * kMiB, 8 * kMiB, 32 * kMiB, 32 * kMiB}));
+  EXPECT_EQ(bfc.region_sizes(), (std::vector<std::size_t>{2 * kMiB, 4 * kMiB, 8 * kMiB, 32 * kMiB, 32 * kMiB}));
   bfc.allocate(40 * kMiB);  // and then 64 MiB
   EXPECT_EQ(bfc.region_sizes().back(), 64 * kMiB);
 }

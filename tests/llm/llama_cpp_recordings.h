@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include "gpumem/llm/llama_gguf.h"
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/weights/gguf.h"
+#include "support/llama_gguf.h"
 #include "test_paths.h"
 
 namespace gpumem::llm::test {

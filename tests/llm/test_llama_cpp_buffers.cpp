@@ -17,10 +17,10 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include "gpumem/llm/llama_gguf.h"
 #include "gpumem/llm/llm_fit.h"
 #include "gpumem/weights/gguf.h"
 #include "llm/llama_cpp_recordings.h"
+#include "support/llama_gguf.h"
 #include "test_paths.h"
 
 namespace gpumem::llm {

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "gpumem/llm/llama_gguf.h"
 #include "gpumem/weights/gguf.h"
+#include "support/llama_gguf.h"
 
 namespace gpumem::llm {
 namespace {

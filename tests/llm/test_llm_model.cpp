@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "gpumem/common/error.h"
-#include "gpumem/llm/llama_gguf.h"
 #include "gpumem/llm/llm_fit.h"
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/weights/gguf.h"
+#include "support/llama_gguf.h"
 #include "test_paths.h"
 
 namespace gpumem::llm {

@@ -30,7 +30,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "gpumem/trace/formats.h"
 #include "gpumem/trace/lifetimes.h"
 #include "gpumem/trace/trace_stats.h"
 #include "test_paths.h"

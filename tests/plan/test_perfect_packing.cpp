@@ -1,7 +1,7 @@
 // Perfect packings: the cut is a valid plan of exactly the rectangle's
 // height, which is also the lower bound, so the optimum is known; the same
 // seed gives the same instance; small ones are proven by the solver.
-#include "gpumem/plan/perfect_packing.h"
+#include "support/perfect_packing.h"
 
 #include <gtest/gtest.h>
 

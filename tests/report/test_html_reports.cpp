@@ -9,9 +9,13 @@
 #include <random>
 #include <string>
 
+#include "gpumem/alloc/policies/policy_registry.h"
 #include "gpumem/common/envelope.h"
-#include "gpumem/report/html.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/charts.h"
+#include "gpumem/report/html/document.h"
+#include "gpumem/report/html/model_page.h"
+#include "gpumem/report/html/trace_page.h"
+#include "gpumem/report/html/train_page.h"
 #include "gpumem/trace/replay.h"
 #include "gpumem/train/training_step.h"
 #include "report/browser.h"
@@ -111,9 +115,9 @@ TEST_F(HtmlInBrowser, ABrokenPageIsCaught) {
 TEST_F(HtmlInBrowser, ModelPageDrawsOneRectanglePerPlannedBuffer) {
   const std::string model = model_path("mobilenet_v2").string();
   const InspectResult inspected = inspect_model(model);
-  plan::PlanRequest request;
+  infer::PlanRequest request;
   request.solve.time_limit_seconds = 1;
-  const plan::PlanReport plan = plan::plan_file(model, request);
+  const infer::PlanReport plan = infer::plan_file(model, request);
   const BrowserRun run = load_page(write_page("model", report::model_html(inspected, &plan)), screenshot_path("model"));
   expect_clean(run, "model page");
   EXPECT_EQ(count(run.dom, "<rect class=\"buffer "), plan.problem.buffers.size());
@@ -126,19 +130,20 @@ TEST_F(HtmlInBrowser, TracePageDrawsOneLinePerPolicy) {
   const trace::Lifetimes lifetimes = trace::extract_lifetimes(t, trace::busiest_device(t), false);
   const trace::TraceStats stats = trace::trace_stats(t, lifetimes);
   trace::ReplayOptions options;
-  options.timeline_columns = report::kHtmlColumns;
+  options.timeline_columns = report::html::kHtmlColumns;
   options.optimal_time_limit = 2;
   const trace::ReplayReport replay = trace::replay(t, options);
   const BrowserRun run =
       load_page(write_page("trace", report::trace_html(t, &stats, &replay)), screenshot_path("trace"));
   expect_clean(run, "trace page");
-  for (const std::string& policy : trace::default_policy_names()) {
+  for (const std::string& policy : alloc::policy_names(&alloc::PolicyEntry::replayed_by_default)) {
     EXPECT_EQ(count(run.dom, "data-series=\"" + policy + " reserved\""), 1u) << policy;
   }
   EXPECT_EQ(count(run.dom, "data-series=\"allocated\""), 1u);
   EXPECT_EQ(count(run.dom, "data-series=\"optimal arena\""), 1u);
   // The arena draws the largest buffers one by one and says how many.
-  EXPECT_EQ(count(run.dom, "<rect class=\"buffer "), std::min(lifetimes.allocations.size(), report::kHtmlMaxRects));
+  EXPECT_EQ(count(run.dom, "<rect class=\"buffer "),
+            std::min(lifetimes.allocations.size(), report::html::kHtmlMaxRects));
   EXPECT_NE(run.dom.find("The 2,000 largest of 4,413 buffers"), std::string::npos);
   EXPECT_NE(run.dom.find("<h2>What was never freed</h2>"), std::string::npos);
 }
@@ -174,9 +179,9 @@ TEST(HtmlPages, CheckpointedModulesShowWhereBackwardRecomputes) {
 
 TEST(HtmlPages, InPlaceBuffersAreColouredApart) {
   const std::string model = model_path("mobilenet_v2").string();
-  plan::PlanRequest request;
+  infer::PlanRequest request;
   request.solve.time_limit_seconds = 1;
-  const plan::PlanReport plan = plan::plan_file(model, request);
+  const infer::PlanReport plan = infer::plan_file(model, request);
   const std::string page = report::plan_html(plan);
   std::size_t shared = 0;
   for (const std::string& d : plan.buffer_details) shared += d.find("; then in place: ") != std::string::npos;

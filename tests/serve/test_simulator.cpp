@@ -5,8 +5,8 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llm_model.h"
+#include "gpumem/llm/serve_setup.h"
 #include "gpumem/report/serve_report.h"
-#include "gpumem/serve/simulator.h"
 #include "gpumem/serve/trace_generator.h"
 #include "test_paths.h"
 
@@ -21,7 +21,7 @@ llm::LlmModel llama3_8b() {
 ServeSetup setup(uint64_t gpu_bytes = 80ull << 30) {
   llm::LlmRequest r;
   r.gpu_bytes = gpu_bytes;
-  return serve_setup(llama3_8b(), r, SchedulerConfig{}, TimeModel{});
+  return llm::serve_setup(llama3_8b(), r, SchedulerConfig{}, TimeModel{});
 }
 
 TEST(ServeSetup, TheBudgetIsWhatGpumemLlmLeavesForTheCache) {

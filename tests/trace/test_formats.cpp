@@ -16,8 +16,13 @@
 #include "gpumem/alloc/caching_allocator.h"
 #include "gpumem/alloc/simulated_device.h"
 #include "gpumem/common/error.h"
+#include "gpumem/trace/chrome_trace_reader.h"
 #include "gpumem/trace/formats.h"
+#include "gpumem/trace/history_format.h"
 #include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/minimalloc_csv.h"
+#include "gpumem/trace/perfetto_writer.h"
+#include "gpumem/trace/rmm_log.h"
 #include "gpumem/trace/trace_stats.h"
 #include "test_paths.h"
 
@@ -532,7 +537,7 @@ TEST(History, ReadsARealAllocatorHistoryAndWritesItBack) {
   // Written by the trace writer and read again: the same events.
   std::ostringstream again;
   write_history(t, again);
-  EXPECT_EQ(detect_format(again.str().substr(0, 256), "again.jsonl"), Format::kHistory);
+  EXPECT_STREQ(detect_format(again.str().substr(0, 256), "again.jsonl").name, "gpumem-history");
   const Trace u = read_history(again.str(), "again.jsonl");
   ASSERT_EQ(u.events.size(), t.events.size());
   for (std::size_t i = 0; i < t.events.size(); ++i) {

@@ -15,8 +15,10 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/gzip.h"
 #include "gpumem/plan/csv.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/history_format.h"
 #include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/perfetto_writer.h"
+#include "gpumem/trace/pytorch_snapshot.h"
 #include "test_errors.h"
 #include "test_paths.h"
 
@@ -125,11 +127,13 @@ TEST(Gzip, BadHeadersNameTheirByte) {
   const std::string z = gzip::compress("payload\n");
   std::string method = z;
   method[2] = 7;
-  EXPECT_EQ(decompress_error(method), "t.gz: byte 2: gzip header: unknown compression method (8, deflate, is the only one)");
+  EXPECT_EQ(decompress_error(method),
+            "t.gz: byte 2: gzip header: unknown compression method (8, deflate, is the only one)");
   std::string flags = z;
   flags[3] = static_cast<char>(0xe0);
   EXPECT_EQ(decompress_error(flags), "t.gz: byte 3: gzip header: reserved flag bits are set");
-  EXPECT_EQ(decompress_error("PK\x03\x04 a zip file"), "t.gz: byte 0: not gzip data (it does not start with the bytes 1f 8b)");
+  EXPECT_EQ(decompress_error("PK\x03\x04 a zip file"),
+            "t.gz: byte 0: not gzip data (it does not start with the bytes 1f 8b)");
   EXPECT_EQ(decompress_error(""), "t.gz: byte 0: empty: no gzip member");
 }
 
@@ -178,15 +182,16 @@ TEST(Gzip, ABombStopsAtTheLimitWhateverTheFileSays) {
   EXPECT_NE(decompress_error(lying, kLimit).find("decompresses to more than 1048576 bytes"), std::string::npos);
   // Exactly at the limit is fine; one byte more is not.
   EXPECT_EQ(gzip::decompress(gzip::compress(std::string(kLimit, 'a')), "t.gz", kLimit).size(), kLimit);
-  EXPECT_NE(decompress_error(gzip::compress(std::string(kLimit + 1, 'a')), kLimit).find("more than"), std::string::npos);
+  EXPECT_NE(decompress_error(gzip::compress(std::string(kLimit + 1, 'a')), kLimit).find("more than"),
+            std::string::npos);
 }
 
 // --- traces through gzip -----------------------------------------------------------
 
 TEST(GzipTrace, ARealRecordedTraceGzippedHereReadsTheSame) {
   const Trace plain = read_trace(trace_path("resnet18_train.json"));
-  const std::string gz = write_temp("resnet18_train.json.gz",
-                                    gzip::compress(test::read_file_bytes(trace_path("resnet18_train.json"))));
+  const std::string gz =
+      write_temp("resnet18_train.json.gz", gzip::compress(test::read_file_bytes(trace_path("resnet18_train.json"))));
   const Trace gzipped = read_trace(gz);
   ASSERT_EQ(gzipped.events.size(), 2412u);
   expect_same_trace(plain, gzipped);
@@ -248,20 +253,22 @@ TEST(GzipTrace, TheMagicBytesDecideNotTheName) {
 TEST(GzipTrace, DamagedGzipIsAnErrorEvenWithoutStrict) {
   const std::string z = gzip::compress(test::read_file_bytes(trace_path("rmm_sample.csv")));
   const std::string truncated = write_temp("truncated.csv.gz", z.substr(0, z.size() - 3));
-  EXPECT_EQ(error_of([&] { read_trace(truncated); }),
-            truncated + ": byte " + std::to_string(z.size() - 3) + ": the file ends inside gzip member 1 (it is truncated)");
+  EXPECT_EQ(error_of([&] { read_trace(truncated); }), truncated + ": byte " + std::to_string(z.size() - 3) +
+                                                          ": the file ends inside gzip member 1 (it is truncated)");
   std::string crc = z;
   crc[z.size() - 8] = static_cast<char>(crc[z.size() - 8] ^ 0x40);
   const std::string bad = write_temp("bad_crc.csv.gz", crc);
-  EXPECT_NE(error_of([&] { read_trace(bad); }).find(bad + ": byte " + std::to_string(z.size() - 8) + ": gzip member 1: the CRC-32"),
+  EXPECT_NE(error_of([&] {
+              read_trace(bad);
+            }).find(bad + ": byte " + std::to_string(z.size() - 8) + ": gzip member 1: the CRC-32"),
             std::string::npos);
 }
 
 TEST(GzipTrace, PlacesInTheContentSayTheyAreDecompressed) {
   const std::string gz = write_temp("junk.gz", gzip::compress("this is not a trace\n"));
   EXPECT_EQ(error_of([&] { read_trace(gz); }).rfind(gz + " (decompressed): byte 0: not a trace gpumem reads", 0), 0u);
-  const std::string history = write_temp("bad_line.jsonl.gz",
-                                         gzip::compress("{\"format\": \"gpumem-history\", \"version\": 1}\nnot json\n"));
+  const std::string history =
+      write_temp("bad_line.jsonl.gz", gzip::compress("{\"format\": \"gpumem-history\", \"version\": 1}\nnot json\n"));
   const std::string message = error_of([&] { read_trace(history, ReadOptions{.strict = true}); });
   EXPECT_EQ(message.rfind(history + " (decompressed): line 2: ", 0), 0u) << message;
 }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gpumem/common/error.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/pytorch_snapshot.h"
 #include "gpumem/trace/trace.h"
 #include "trace/pickle_writer.h"
 

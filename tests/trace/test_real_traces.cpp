@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "gpumem/trace/formats.h"
 #include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/pytorch_snapshot.h"
 #include "gpumem/trace/replay.h"
 #include "gpumem/trace/trace_stats.h"
 #include "test_paths.h"

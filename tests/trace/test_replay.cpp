@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpumem/alloc/policies/policy_registry.h"
 #include "gpumem/common/error.h"
 #include "gpumem/trace/replay.h"
 
@@ -76,7 +77,7 @@ TEST(Replay, EveryPolicyReservesAtLeastThePeakWhichIsTheLowerBound) {
   Trace t = dynamic_training_trace(30, 1);
   ReplayOptions options;
   options.optimal_time_limit = 2;
-  options.policies = policy_names();  // gpumem-planned too, which is only run by name
+  options.policies = alloc::policy_names();  // gpumem-planned too, which is only run by name
   ReplayReport r = replay(t, options);
   EXPECT_EQ(r.allocations, 20u + 30u * 48u);
   // Nothing is freed before it is allocated here, so the most bytes live at
@@ -85,7 +86,7 @@ TEST(Replay, EveryPolicyReservesAtLeastThePeakWhichIsTheLowerBound) {
   EXPECT_EQ(r.traced_peak, swept.bytes);
   EXPECT_EQ(r.lower_bound, swept.bytes);
   EXPECT_EQ(r.traced_peak_event, swept.first_event);
-  ASSERT_EQ(r.policies.size(), policy_names().size());
+  ASSERT_EQ(r.policies.size(), alloc::policy_names().size());
   for (const PolicyResult& p : r.policies) {
     EXPECT_GE(p.peak_reserved, r.traced_peak) << p.name;
     EXPECT_FALSE(p.oom_at_event) << p.name;

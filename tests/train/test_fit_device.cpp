@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "gpumem/common/device_overhead.h"
+#include "gpumem/common/device_defaults.h"
 #include "gpumem/common/error.h"
 #include "gpumem/model/onnx_loader.h"
-#include "gpumem/trace/formats.h"
+#include "gpumem/trace/history_format.h"
 #include "gpumem/trace/replay.h"
 #include "gpumem/train/device_memory.h"
 #include "gpumem/train/fit.h"

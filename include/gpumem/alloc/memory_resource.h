@@ -21,6 +21,17 @@ inline constexpr StreamId kDefaultStream = 0;
 // Every device allocation is aligned to at least this (CUDA guarantees 256).
 inline constexpr std::size_t kDeviceAlignment = 256;
 
+// Requests and limits beyond this are refused rather than rounded, so that
+// no allocator's size arithmetic can overflow.
+inline constexpr std::size_t kMaxBytes = std::size_t{1} << 60;
+
+// `n` rounded up to a multiple of `unit`: the size arithmetic every
+// allocator shares.
+template <typename T>
+constexpr T round_up(T n, T unit) {
+  return (n + unit - 1) / unit * unit;
+}
+
 // The request cannot be met: the device (or the byte budget) is full. The
 // message explains the state; allocators that know more say more.
 class OutOfMemoryError : public std::runtime_error {

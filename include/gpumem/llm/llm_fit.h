@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gpumem/common/device_overhead.h"
+#include "gpumem/common/device_defaults.h"
 #include "gpumem/llm/engines.h"
 #include "gpumem/llm/llm_memory.h"
 #include "gpumem/llm/llm_model.h"
@@ -18,11 +18,8 @@ namespace gpumem::llm {
 
 // The CUDA context, cuBLAS workspaces and the runtime's own allocations
 // that no model figure accounts for: the stated constant every command
-// shares (gpumem/common/device_overhead.h); --overhead replaces it.
+// shares (gpumem/common/device_defaults.h); --overhead replaces it.
 inline constexpr uint64_t kDefaultOverheadBytes = kDefaultCudaOverheadBytes;
-// Host to device over PCIe 4.0 x16 with pinned memory, as measured copies
-// reach (about 25 GB/s of the link's 32); --pcie replaces it.
-inline constexpr double kDefaultPcieBytesPerSecond = 25e9;
 
 struct LlmRequest {
   uint64_t context = 0;    // tokens per sequence; 0: the model's training context

@@ -5,13 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumem/train/finetune_fit.h"
+#include "gpumem/finetune/finetune_fit.h"
 
 namespace gpumem {
 
 inline constexpr int kFinetuneSchemaVersion = 1;
 
-std::string render_finetune_text(const train::FinetunePlan& plan, int top = 10);
-nlohmann::ordered_json finetune_to_json(const train::FinetunePlan& plan, int top = 10);
+std::string render_finetune_text(const finetune::FinetunePlan& plan, int top = 10);
+nlohmann::ordered_json finetune_to_json(const finetune::FinetunePlan& plan, int top = 10);
 
 }  // namespace gpumem

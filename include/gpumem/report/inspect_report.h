@@ -6,17 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/infer/inference_levers.h"
 #include "gpumem/model/inspect.h"
-#include "gpumem/plan/inference_levers.h"
 
 namespace gpumem {
 
 struct ReportOptions {
   int top = 10;  // how many of the largest activations to list
-  // What one inference needs, when computed (plan::inference_need): the
+  // What one inference needs, when computed (infer::inference_need): the
   // report's headline.
-  std::optional<plan::InferenceNeed> need;
-  std::vector<plan::InferenceLever> levers;  // advice after the report
+  std::optional<infer::InferenceNeed> need;
+  std::vector<infer::InferenceLever> levers;  // advice after the report
 };
 
 std::string render_inspect_text(const InspectResult& result, const ReportOptions& options = {});

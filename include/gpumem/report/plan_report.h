@@ -5,15 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumem/plan/planner.h"
+#include "gpumem/infer/planner.h"
 
 namespace gpumem {
 
 inline constexpr int kPlanSchemaVersion = 1;
 
-std::string render_plan_text(const plan::PlanReport& report);
-nlohmann::ordered_json plan_to_json(const plan::PlanReport& report);
+std::string render_plan_text(const infer::PlanReport& report);
+nlohmann::ordered_json plan_to_json(const infer::PlanReport& report);
 
-std::string render_validation_text(const plan::ValidationReport& report);
+std::string render_validation_text(const infer::ValidationReport& report);
 
 }  // namespace gpumem

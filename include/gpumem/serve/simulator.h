@@ -1,8 +1,9 @@
 #pragma once
 // `gpumem serve-sim`: a request trace served by each scheduling policy on
-// one GPU, in simulated time. The KV budget comes from gpumem llm's
-// accounting (GPU memory - weights - one forward's activations - runtime
-// overhead); each step's duration from a roofline time model:
+// one GPU, in simulated time. The KV budget is given (llm/serve_setup.h
+// takes it from gpumem llm's accounting: GPU memory - weights - one
+// forward's activations - runtime overhead); each step's duration comes
+// from a roofline time model:
 //
 //   step = max(compute, memory) + step overhead
 //   compute = (2 x parameters x tokens + attention) / flops
@@ -19,8 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "gpumem/llm/llm_fit.h"
-#include "gpumem/llm/vllm_sizing.h"
 #include "gpumem/serve/scheduler.h"
 
 namespace gpumem::serve {
@@ -38,7 +37,6 @@ struct ModelCost {
   uint64_t kv_bytes_per_token = 0;
   uint64_t attention_width = 0;  // layers x heads x head_dim
 };
-ModelCost model_cost(const llm::LlmPlan& plan);
 
 // Seconds one step takes.
 double step_seconds(const ModelCost& cost, const TimeModel& time, const StepResult& step);
@@ -74,17 +72,6 @@ struct ServeSetup {
   TimeModel time;
   SchedulerConfig scheduler;  // policy set per run
 };
-
-// The KV budget and the model's cost from plan_llm at context =
-// max_model_len, batch 1 and ubatch = the token budget. InputError when the
-// weights and one forward leave nothing for the cache.
-//
-// With `vllm` (--engine vllm), the pool is the one vLLM itself would make
-// (llm/vllm_sizing.h): num_gpu_blocks whole blocks, what its profile run
-// leaves at gpu_memory_utilization; everything else on the GPU (non-torch
-// memory, CUDA graphs, the share vLLM leaves alone) counts as overhead.
-ServeSetup serve_setup(const llm::LlmModel& model, const llm::LlmRequest& request, const SchedulerConfig& scheduler,
-                       const TimeModel& time, const llm::VllmSizing* vllm = nullptr);
 
 // Serves `requests` (in arrival order) under one policy. InternalError-ish
 // std::runtime_error if the scheduler stops making progress.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/alloc/policies/policy_run.h"
 #include "gpumem/common/envelope.h"
 #include "gpumem/trace/lifetimes.h"
 #include "gpumem/trace/trace.h"
@@ -15,43 +16,15 @@
 
 namespace gpumem::trace {
 
-// The policy names `--policy` takes, in the order reports list them:
-// gpumem, gpumem-expandable, pytorch, pytorch-expandable, bfc, rmm-pool,
-// gpumem-planned.
-const std::vector<std::string>& policy_names();
-// What replay runs without --policy: all of them but gpumem-planned, which
-// is asked for by name (it needs a trace that repeats).
-const std::vector<std::string>& default_policy_names();
-
-struct PolicyResult {
-  std::string name;
-  std::int64_t peak_reserved = 0;  // the most the device handed the policy
-  // The most trace bytes live while reservation stood at its peak.
-  std::int64_t allocated_at_peak = 0;
-  // 1 - allocated_at_peak / peak_reserved: the share of the peak
-  // reservation that never held anything.
-  double fragmentation_at_peak = 0;
-  std::uint64_t upstream_calls = 0;         // device allocate/free/map/unmap calls
-  std::optional<std::size_t> oom_at_event;  // first event the policy could not serve
-  std::string oom_message;
-  double seconds = 0;  // replay time
-  // With ReplayOptions::timeline_columns: reserved bytes over the event
-  // index, as the lowest and highest of each column.
-  Envelope reserved_timeline;
-  // When the trace repeats: the most reserved over the iterations after the
-  // first (from the second iteration's first allocation on); -1 otherwise.
-  std::int64_t steady_peak_reserved = -1;
-  // gpumem-planned: allocations served from the planned arena, and those
-  // its plan missed (the cache served them).
-  std::uint64_t planned_allocations = 0;
-  std::uint64_t missed_allocations = 0;
-};
+// What one policy did over the trace (alloc/policies/policy_run.h):
+// positions are the trace's event indices.
+using PolicyResult = alloc::PolicyRun;
 
 // A policy that would have done better than the one the trace was recorded
 // under (ReplayReport::current_policy), and the setting that selects it.
 struct Advice {
   std::string policy;
-  std::string setting;             // policy_setting(policy)
+  std::string setting;             // the policy's PolicyEntry::setting
   std::int64_t peak_reserved = 0;  // this policy's
   // Peak reserved, the current policy's less this one's; 0 when the current
   // one ran out (its peak stops where it did).
@@ -60,7 +33,9 @@ struct Advice {
 };
 
 struct ReplayOptions {
-  std::vector<std::string> policies;  // empty: all
+  // Names from the policy table (alloc/policies/policy_registry.h); empty:
+  // those it marks replayed_by_default.
+  std::vector<std::string> policies;
   // The policy the trace was recorded under, which advice compares against;
   // empty: recorded_policy(trace).
   std::string current_policy;
@@ -107,13 +82,6 @@ struct ReplayReport {
   std::int64_t steady_peak_allocated = -1;
 };
 
-// How a user selects a policy ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True").
-const char* policy_setting(const std::string& policy);
-// The policy a source's allocator is: "pytorch" for PyTorch snapshots and
-// profiler traces ("pytorch-expandable" for a snapshot whose segments are
-// expandable: the job ran with expandable_segments:True), "gpumem" for
-// gpumem's history, "rmm-pool" for RMM logs; "" for MiniMalloc CSV.
-std::string recorded_policy(const Trace& trace);
 // The policies of a report that beat its current_policy: every one that
 // fits where it runs out, or reserves less at the peak (BFC only against
 // BFC: PyTorch has no setting for it). Empty when current_policy was not
@@ -126,6 +94,9 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options);
 // With a capacity, whether every policy replayed ran out of memory (the
 // CLI's exit code 3, as `gpumem plan`'s when no plan fits).
 bool every_policy_runs_out(const ReplayReport& report);
+
+// The lifetimes as the sequence a policy runs (positions are event indices).
+alloc::AllocationSequence allocation_sequence(const Lifetimes& lifetimes, std::size_t events);
 
 // One policy over given lifetimes (for benchmarks and tests).
 PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const std::string& policy,

@@ -135,15 +135,6 @@ struct Trace {
 // history_needed (replay), segments alone are not enough either.
 void require_memory_events(const Trace& trace, bool history_needed = false);
 
-// Formats, by name as the CLI takes them.
-enum class Format : std::uint8_t { kPytorchSnapshot, kChromeTrace, kRmmLog, kHistory, kMinimallocCsv };
-
-// Guesses the format from the first bytes: a pickle (0x80 protocol byte),
-// JSON with "traceEvents" or a top-level array, gpumem's history header,
-// RMM's "Thread,Time,Action" header, or an "id,lower,upper,size" CSV header.
-// Throws InputError naming the file when nothing matches.
-Format detect_format(std::string_view head, const std::string& file_name);
-
 // The most bytes gpumem reads from one trace file: the file's size or, for a
 // gzip file, what it decompresses to. Reading holds a trace's bytes and
 // about as much again in events, so this keeps a trace within a machine's

@@ -13,12 +13,14 @@
 
 namespace gpumem::train {
 
-// The allocators `--allocator` names: PyTorch's caching allocator with and
-// without expandable segments, and gpumem's own (libgpumem loaded into
-// PyTorch), each as `gpumem replay` runs it on the simulated GPU.
-const std::vector<std::string>& step_allocator_names();
+// The allocators `--allocator` names: the policies the policy table marks
+// for training steps (alloc/policies/policy_registry.h: PyTorch's caching
+// allocator with and without expandable segments, gpumem's own loaded into
+// PyTorch), each run on the simulated GPU as `gpumem replay` runs it.
+std::vector<std::string> step_allocator_names();
 
-// The allocator options.allocator names, "pytorch" when empty; "" on
+// The allocator options.allocator names, the table's training default
+// ("pytorch") when empty; "" on
 // --device cpu, where PyTorch's CPU allocator keeps no cache (reserved is
 // allocated). Throws InputError for a name step_allocator_names() lacks, or
 // an allocator given with --device cpu.
@@ -38,8 +40,9 @@ struct DeviceMemory {
   uint64_t device_bytes() const { return reserved_peak + overhead; }
 };
 
-// The step on the device. With `budget` (bytes, > 0) the allocator is
-// replayed with budget - overhead bytes, as the GPU would give it: a
+// The step on the device: its allocations, in the order step_trace() writes
+// them, run by the allocator's policy. With `budget` (bytes, > 0) it is
+// run with budget - overhead bytes, as the GPU would give it: a
 // caching allocator that runs short frees its cache and retries, so a
 // step may fit below its unlimited reserved peak (reserved_peak is then
 // the peak under that limit); runs_out says whether it failed all the same.

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gpumem/plan/problem.h"
-#include "gpumem/report/html.h"
+#include "gpumem/report/html/charts.h"
 
 namespace gpumem::report::html {
 

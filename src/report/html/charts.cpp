@@ -7,7 +7,8 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/units.h"
-#include "gpumem/report/html.h"
+#include "gpumem/report/html/charts.h"
+#include "gpumem/report/html/document.h"
 
 namespace gpumem::report::html {
 namespace {

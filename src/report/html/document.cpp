@@ -2,7 +2,7 @@
 // facts, tables, and the script that marks the page ready.
 #include <fmt/format.h>
 
-#include "gpumem/report/html.h"
+#include "gpumem/report/html/document.h"
 #include "report/html/page_assets.h"
 
 namespace gpumem::report::html {

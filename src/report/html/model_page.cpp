@@ -5,8 +5,9 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/units.h"
-#include "gpumem/report/html.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/charts.h"
+#include "gpumem/report/html/document.h"
+#include "gpumem/report/html/model_page.h"
 #include "report/html/arena_picture.h"
 
 namespace gpumem::report {
@@ -16,7 +17,7 @@ using html::Document;
 
 std::string bytes(std::uint64_t b) { return format_bytes(b); }
 
-void add_plan(Document& doc, const plan::PlanReport& plan) {
+void add_plan(Document& doc, const infer::PlanReport& plan) {
   const plan::SolveResult& r = plan.result;
   doc.heading("The arena");
   std::vector<std::pair<std::string, std::string>> facts = {
@@ -45,8 +46,8 @@ void add_plan(Document& doc, const plan::PlanReport& plan) {
   };
   html::RectChart arena =
       html::arena_chart("arena", "Buffers in the arena: time (x) by offset (y); hover for each",
-                        plan.from_model ? "node index" : "time", plan.problem, r.plan.offsets, describe, kHtmlMaxRects,
-                        plan.from_model ? in_place : std::function<int(std::size_t)>());
+                        plan.from_model ? "node index" : "time", plan.problem, r.plan.offsets, describe,
+                        html::kHtmlMaxRects, plan.from_model ? in_place : std::function<int(std::size_t)>());
   if (plan.from_model) {
     arena.note += std::string(arena.note.empty() ? "" : " ") +
                   "Blue: a buffer one tensor uses; orange: a buffer two or more tensors share in place.";
@@ -56,7 +57,7 @@ void add_plan(Document& doc, const plan::PlanReport& plan) {
 
 }  // namespace
 
-std::string model_html(const InspectResult& inspected, const plan::PlanReport* plan) {
+std::string model_html(const InspectResult& inspected, const infer::PlanReport* plan) {
   const Graph& g = inspected.model.graph;
   const MemoryAnalysis& m = inspected.memory;
   Document doc("Memory of " + inspected.model.path);
@@ -77,7 +78,7 @@ std::string model_html(const InspectResult& inspected, const plan::PlanReport* p
   live.title = "Bytes of activations live at each node";
   live.x_label = "node index";
   live.y_label = "live bytes";
-  if (m.timeline.size() <= kHtmlColumns) {
+  if (m.timeline.size() <= html::kHtmlColumns) {
     html::Series s;
     s.name = "live activations";
     for (const TimelinePoint& p : m.timeline) {
@@ -87,7 +88,7 @@ std::string model_html(const InspectResult& inspected, const plan::PlanReport* p
     }
     live.series.push_back(std::move(s));
   } else {
-    Envelope e(0, static_cast<std::int64_t>(m.timeline.size()), kHtmlColumns);
+    Envelope e(0, static_cast<std::int64_t>(m.timeline.size()), html::kHtmlColumns);
     for (const TimelinePoint& p : m.timeline) e.add(p.node, static_cast<std::int64_t>(p.live_bytes));
     live.series.push_back(html::Series::from_envelope("live activations", e));
   }
@@ -115,7 +116,7 @@ std::string model_html(const InspectResult& inspected, const plan::PlanReport* p
   return doc.html();
 }
 
-std::string plan_html(const plan::PlanReport& plan) {
+std::string plan_html(const infer::PlanReport& plan) {
   Document doc("Plan of " + plan.input);
   add_plan(doc, plan);
   return doc.html();

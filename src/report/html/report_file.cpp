@@ -4,7 +4,10 @@
 #include <exception>
 #include <thread>
 
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/charts.h"
+#include "gpumem/report/html/model_page.h"
+#include "gpumem/report/html/report_file.h"
+#include "gpumem/report/html/trace_page.h"
 #include "gpumem/trace/lifetimes.h"
 
 namespace gpumem::report {
@@ -21,10 +24,10 @@ bool is_onnx(const std::string& path) {
 std::string report_html(const std::string& input, const HtmlRequest& request) {
   if (is_onnx(input)) {
     const InspectResult inspected = inspect_model(input, request.model);
-    plan::PlanRequest plan_request;
+    infer::PlanRequest plan_request;
     plan_request.model = request.model;
     plan_request.solve.time_limit_seconds = request.time_limit;
-    const plan::PlanReport plan = plan::plan_file(input, plan_request);
+    const infer::PlanReport plan = infer::plan_file(input, plan_request);
     return model_html(inspected, &plan);
   }
   const trace::Trace t = trace::read_trace(input);
@@ -43,7 +46,7 @@ std::string report_html(const std::string& input, const HtmlRequest& request) {
   });
   trace::ReplayOptions options;
   options.optimal_time_limit = request.time_limit;
-  options.timeline_columns = kHtmlColumns;
+  options.timeline_columns = html::kHtmlColumns;
   trace::ReplayReport replay;
   try {
     replay = trace::replay(t, options);

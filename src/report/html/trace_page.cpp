@@ -5,8 +5,9 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/units.h"
-#include "gpumem/report/html.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/charts.h"
+#include "gpumem/report/html/document.h"
+#include "gpumem/report/html/trace_page.h"
 #include "gpumem/trace/lifetimes.h"
 #include "report/html/arena_picture.h"
 
@@ -61,7 +62,7 @@ std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats
   chart.y_label = "bytes";
   const Envelope allocated = replay && replay->allocated_timeline.x_end() > 1
                                  ? replay->allocated_timeline
-                                 : trace::allocated_over_time(lifetimes, trace.events.size(), kHtmlColumns);
+                                 : trace::allocated_over_time(lifetimes, trace.events.size(), html::kHtmlColumns);
   chart.series.push_back(html::Series::from_envelope("allocated", allocated));
   if (replay) {
     for (const trace::PolicyResult& p : replay->policies) {
@@ -81,11 +82,12 @@ std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats
     chart.markers.push_back({static_cast<double>(replay->traced_peak_event), "peak: " + bytes(replay->traced_peak)});
   }
   doc.line_chart(chart);
-  if (trace.events.size() > kHtmlColumns) {
+  if (trace.events.size() > html::kHtmlColumns) {
     doc.paragraph(
         fmt::format("Each of the {} columns spans {} events and shows the lowest and highest value in it "
                     "(the shaded band) and the highest as the line.",
-                    format_count(kHtmlColumns), format_count((trace.events.size() + kHtmlColumns - 1) / kHtmlColumns)));
+                    format_count(html::kHtmlColumns),
+                    format_count((trace.events.size() + html::kHtmlColumns - 1) / html::kHtmlColumns)));
   }
 
   if (replay) {
@@ -142,7 +144,7 @@ std::string trace_html(const trace::Trace& trace, const trace::TraceStats* stats
       return fmt::format("allocation {} ({})", i, where);
     };
     doc.rect_chart(html::arena_chart("arena", "Every allocation at the planner's offset: event (x) by offset (y)",
-                                     "event", problem, replay->optimal_offsets, describe, kHtmlMaxRects));
+                                     "event", problem, replay->optimal_offsets, describe, html::kHtmlMaxRects));
   }
   return doc.html();
 }

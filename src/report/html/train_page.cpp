@@ -5,8 +5,9 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/units.h"
-#include "gpumem/report/html.h"
-#include "gpumem/report/html_reports.h"
+#include "gpumem/report/html/charts.h"
+#include "gpumem/report/html/document.h"
+#include "gpumem/report/html/train_page.h"
 
 namespace gpumem::report {
 
@@ -34,7 +35,7 @@ std::string train_html(const train::TrainingStep& step) {
   chart.x_label = "step time (op)";
   chart.y_label = "bytes";
   chart.stacked = true;
-  const std::size_t columns = std::min<std::size_t>(static_cast<std::size_t>(times), kHtmlColumns);
+  const std::size_t columns = std::min<std::size_t>(static_cast<std::size_t>(times), html::kHtmlColumns);
   for (int c = 0; c < train::kCategories; ++c) {
     // Stacked areas share their x: one point per column, the column's
     // highest live total for this category.
