@@ -39,6 +39,12 @@ std::vector<std::string> written_format_names() {
   return names;
 }
 
+const TraceFormat* format_named(std::string_view name) {
+  for (const TraceFormat& f : trace_formats())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
 const TraceFormat* format_written_as(std::string_view name) {
   for (const TraceFormat& f : trace_formats())
     if (*f.written_as && name == f.written_as) return &f;
@@ -59,9 +65,8 @@ const TraceFormat& detect_format(std::string_view head, const std::string& file_
 
 std::string recorded_policy(const Trace& trace) {
   if (!trace.recorded_under.empty()) return trace.recorded_under;
-  for (const TraceFormat& f : trace_formats())
-    if (trace.format == f.name) return f.recorded_under;
-  return "";
+  const TraceFormat* format = format_named(trace.format);
+  return format ? format->recorded_under : "";
 }
 
 }  // namespace gpumem::trace

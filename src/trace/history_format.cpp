@@ -294,9 +294,10 @@ void write_history(const Trace& trace, std::ostream& out) {
   std::size_t count = 0;
   for (const Event& e : trace.events) count += e.action != Action::kSnapshot;
   std::string buffer = fmt::format("{{\"format\":\"gpumem-history\",\"version\":1,\"events\":{},\"dropped\":0", count);
-  // A trace from PyTorch or RMM keeps, converted, the allocator it was recorded under.
+  // A trace from PyTorch or RMM keeps, converted, the allocator it was
+  // recorded under; the format's own (gpumem's) goes without saying.
   const std::string allocator = recorded_policy(trace);
-  if (!allocator.empty() && allocator != "gpumem") {
+  if (!allocator.empty() && allocator != format_named("gpumem-history")->recorded_under) {
     buffer += ",\"allocator\":";
     detail::append_json_string(buffer, allocator);
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumem/alloc/policies/policy_registry.h"
 #include "gpumem/train/training_step.h"
 
 namespace gpumem::train {
@@ -11,7 +12,7 @@ trace::Trace step_trace(const TrainingStep& step, bool contexts) {
   t.format = "gpumem-history";
   t.source = step.model + " (predicted training step)";
   // The step is predicted for this allocator (PyTorch's unless --allocator said).
-  t.recorded_under = step.options.allocator.empty() ? "pytorch" : step.options.allocator;
+  t.recorded_under = step.options.allocator.empty() ? alloc::training_default_policy().name : step.options.allocator;
   // Addresses: each allocation its own, 512-byte aligned, never reused, so
   // that a replay sees only sizes and order.
   std::vector<uint64_t> address(step.allocations.size());

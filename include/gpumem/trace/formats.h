@@ -44,6 +44,8 @@ struct TraceFormat {
 const std::vector<TraceFormat>& trace_formats();
 // The names `trace convert --to` takes, in table order.
 std::vector<std::string> written_format_names();
+// The row of the format named `name` (Trace::format); nullptr for none.
+const TraceFormat* format_named(std::string_view name);
 // The row whose written_as is `name`; nullptr for none.
 const TraceFormat* format_written_as(std::string_view name);
 
