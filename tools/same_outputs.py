@@ -8,7 +8,8 @@ examples is byte-identical before and after").
 
 Each run keeps its exit code, stdout (JSON with --json, else the text
 report, then its stderr) and any file it writes. Wall-clock figures
-("replay_seconds", "solve_seconds", the solver's time in `plan`'s text) are
+("replay_seconds", "solve_seconds", the solver's time in `plan`'s and
+`replay`'s text) are
 the only bytes blanked: they time this machine, not the answer. (`exporter
 --once --simulate` is left out: what it shows depends on how far the
 simulated job has run when it is read.) Runs from the repository root.
@@ -94,12 +95,15 @@ RUNS = {
 
 # Wall-clock figures: blanked before comparing.
 CLOCKS = re.compile(rb'("(?:replay_seconds|solve_seconds|optimal_seconds|seconds)"\s*:\s*)[-0-9.eE+]+')
-# The text reports' one clock: "Solver      heuristic:size/best-fit, 0.02 ms".
+# The text reports' clocks: "Solver      heuristic:size/best-fit, 0.02 ms"
+# (plan), "the planner packs it in 104.19 MiB (optimal, proven, 0.03 s)" (replay).
 SOLVER_CLOCK = re.compile(rb"^(Solver .*, )[0-9.]+ (?:ms|s)$", re.M)
+PLANNER_CLOCK = re.compile(rb"(the planner packs it in [^(\n]*\([^)\n]*, )[0-9.]+ s\)")
 
 
 def blank_clocks(data):
-    return SOLVER_CLOCK.sub(rb"\g<1>0 ms", CLOCKS.sub(rb"\g<1>0", data))
+    data = CLOCKS.sub(rb"\g<1>0", data)
+    return PLANNER_CLOCK.sub(rb"\g<1>0 s)", SOLVER_CLOCK.sub(rb"\g<1>0 ms", data))
 
 
 def oom_messages():
@@ -112,13 +116,29 @@ def oom_messages():
     return runs
 
 
+def family_runs():
+    """`llm` (llama.cpp's rules and ollama's estimate) and `finetune` on every
+    model family the tests carry: what the families' table decides."""
+    runs = {}
+    configs = sorted(pathlib.Path("tests/data/llm/configs").glob("*.json"))
+    configs += sorted(pathlib.Path("tests/data/finetune/models").glob("*/config.json"))
+    for c in configs:
+        name = c.stem if c.name != "config.json" else c.parent.name
+        runs[f"family_llm_{name}"] = (["llm", str(c), "--gpu", "24GiB", "--context", "8192", "--json"], None)
+        runs[f"family_ollama_{name}"] = (["llm", str(c), "--engine", "ollama@0.9.0", "--gpu", "24GiB", "--context",
+                                         "8192", "--json"], None)
+        runs[f"family_finetune_{name}"] = (["finetune", str(c), "--method", "lora", "--seq", "512", "--gpu", "80GiB",
+                                           "--json"], None)
+    return runs
+
+
 def record(gpumem, folder):
     folder = pathlib.Path(folder)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     env = dict(os.environ, GPUMEM_NO_PROGRESS="1")
-    runs = {name: (args, None) for name, args in RUNS.items()} | oom_messages()
+    runs = {name: (args, None) for name, args in RUNS.items()} | oom_messages() | family_runs()
     for name, (args, stdin) in runs.items():
         with tempfile.TemporaryDirectory() as out:
             argv = [gpumem] + [a.replace("{out}", out) for a in args]

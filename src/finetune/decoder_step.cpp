@@ -14,6 +14,7 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
+#include "gpumem/llm/model_families.h"
 #include "gpumem/weights/bnb_quantize.h"
 
 namespace gpumem::finetune {
@@ -43,7 +44,7 @@ uint64_t quantized_bytes(BaseQuant q, uint64_t rows, uint64_t cols) {
 
 class Builder {
  public:
-  Builder(const LlmModel& m, const FinetuneOptions& o) : m_(m), o_(o) {
+  Builder(const LlmModel& m, const FinetuneOptions& o) : m_(m), o_(o), family_(llm::model_family(m.architecture)) {
     wdt_ = o.train.precision == train::Precision::kBf16 ? DType::BFloat16 : DType::Float;
     adt_ = wdt_;
     b_ = o.micro_batch;
@@ -92,17 +93,19 @@ class Builder {
  private:
   const LlmModel& m_;
   const FinetuneOptions& o_;
+  const llm::ModelFamily* family_;
   DType wdt_, adt_;
   uint64_t b_ = 1, s_ = 1, tokens_ = 1, hd_ = 0;
   int cos_ = -1, sin_ = -1, mask_ = -1, hooked_ = -1;
   DecoderStep out_;
 
   // What differs by family (transformers' modeling_<family>.py).
-  bool is_gemma() const { return m_.architecture.rfind("gemma", 0) == 0; }  // (1 + w) norms, GELU, scaled embedding
-  bool softcapping() const { return m_.architecture == "gemma2"; }          // attention and final logit tanh caps
-  bool four_norms() const { return m_.architecture == "gemma2" || m_.architecture.rfind("gemma3", 0) == 0; }
-  bool fused() const { return m_.architecture == "phi3"; }  // qkv_proj and gate_up_proj
-  bool qk_norm() const { return m_.architecture.rfind("qwen3", 0) == 0 || m_.architecture.rfind("gemma3", 0) == 0; }
+  // (the families' table, llm/model_families.h; check() refuses a model without a row)
+  bool is_gemma() const { return family_->gemma_style; }     // (1 + w) norms, GELU, scaled embedding
+  bool softcapping() const { return family_->softcapping; }  // attention and final logit tanh caps
+  bool four_norms() const { return family_->post_norms; }
+  bool fused() const { return family_->fused_projections; }  // qkv_proj and gate_up_proj
+  bool qk_norm() const { return family_->qk_norm; }
   bool lora() const { return o_.method == FinetuneMethod::kLora || o_.method == FinetuneMethod::kQlora; }
   // Tied embeddings are the head: trained wherever the head is.
   bool trainable_embeddings() const {
@@ -119,13 +122,15 @@ class Builder {
   bool hook_input_grads() const { return o_.checkpointing && !trainable_embeddings(); }
 
   void check() const {
-    static const std::set<std::string, std::less<>> families = {"llama", "mistral", "mixtral", "qwen2",       "qwen3",
-                                                                "gemma", "gemma2",  "gemma3",  "gemma3_text", "phi3"};
-    if (!families.count(m_.architecture))
+    if (family_ == nullptr || !family_->finetune) {
+      std::string known;
+      for (const llm::ModelFamily& f : llm::model_families())
+        if (f.finetune) known += (known.empty() ? "" : ", ") + std::string(f.name);
       throw InputError(fmt::format(
           "{}: architecture '{}' (config.json's model_type, or GGUF's general.architecture) is not one gpumem builds a "
-          "fine-tuning step for: llama, mistral, mixtral, qwen2, qwen3, gemma, gemma2, gemma3, phi3",
-          m_.source, m_.architecture));
+          "fine-tuning step for: {}",
+          m_.source, m_.architecture, known));
+    }
     if (m_.n_layer == 0 || m_.n_embd == 0 || m_.n_head == 0 || m_.n_vocab == 0)
       throw InputError(m_.source + ": the model's shape is incomplete (layers, hidden size, heads and vocabulary)");
     if (m_.head_dim_v != 0 && m_.head_dim_k != 0 && m_.head_dim_v != m_.head_dim_k)
@@ -330,7 +335,7 @@ class Builder {
 
   int attention(const std::string& lp, const std::string& mp, int xn, bool trainable) {
     const uint64_t E = m_.n_embd, H = m_.n_head, K = std::max<uint32_t>(1, m_.n_head_kv);
-    const bool bias = m_.architecture == "qwen2" || m_.architecture == "qwen2_moe";
+    const bool bias = family_->qkv_bias;
     const std::string ap = lp + "/self_attn", am = mp + ".self_attn";
     int q, k, v;
     if (fused()) {

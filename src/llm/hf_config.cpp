@@ -8,6 +8,7 @@
 
 #include "common/bounded_json.h"
 #include "gpumem/common/error.h"
+#include "gpumem/llm/model_families.h"
 #include "llm/model_sources.h"
 #include "llm/sliding_windows.h"
 
@@ -134,18 +135,17 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
   check_shape(m, path);
   read_sliding_window(c, m);
   check_shape(m, path);
-  // PretrainedConfig ties by default; the Llama, Mistral and Qwen2 families
-  // set it to false.
-  const bool untied_family = model_type == "llama" || model_type == "mistral" || model_type == "mixtral" ||
-                             model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe";
-  m.tied_embeddings = c.flag("tie_word_embeddings").value_or(!untied_family);
+  // What the family's transformers classes do where the config is silent
+  // (model_families.cpp): PretrainedConfig ties by default, the Llama,
+  // Mistral and Qwen families do not.
+  const ModelFamily* family = model_family(model_type);
+  m.tied_embeddings = c.flag("tie_word_embeddings").value_or(family == nullptr || !family->untied);
   m.attention_dropout = c.probability("attention_dropout");
   const std::string dtype = dtype_of_torch(c.text("torch_dtype", c.text("dtype", "bfloat16")), path);
   DecoderExtras extras;
-  extras.qkv_bias = model_type == "qwen2" || c.flag("attention_bias").value_or(false);
-  const bool gemma3 = model_type == "gemma3" || model_type == "gemma3_text";
-  extras.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || gemma3;
-  extras.post_norms = model_type == "gemma2" || gemma3;
+  extras.qkv_bias = (family != nullptr && family->qkv_bias) || c.flag("attention_bias").value_or(false);
+  extras.qk_norm = family != nullptr && family->qk_norm;
+  extras.post_norms = family != nullptr && family->post_norms;
   m.tensors = decoder_tensors(m, dtype, dtype, extras);
   m.weight_dtype = dtype;
   return m;

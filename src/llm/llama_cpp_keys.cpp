@@ -2,26 +2,14 @@
 // names), the inverse of gguf_model.cpp's reader.
 #include "gpumem/llm/llama_cpp_keys.h"
 
-#include <array>
-#include <string_view>
-#include <utility>
+#include "gpumem/llm/model_families.h"
 
 namespace gpumem::llm {
 
 std::string llama_cpp_architecture(const std::string& model_type) {
-  // convert_hf_to_gguf.py's model classes: the Hugging Face names that
-  // llama.cpp loads under another architecture.
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kRenamed{{
-      {"mistral", "llama"},
-      {"mixtral", "llama"},
-      {"qwen2_moe", "qwen2moe"},
-      {"qwen3_moe", "qwen3moe"},
-      {"gemma3_text", "gemma3"},
-      {"gpt_oss", "gpt-oss"},
-  }};
-  for (const auto& [hf, gguf] : kRenamed)
-    if (model_type == hf) return std::string(gguf);
-  return model_type;
+  // The families' table says what llama.cpp loads each as (Mistral as llama).
+  const ModelFamily* family = model_family(model_type);
+  return family != nullptr ? std::string(family->gguf) : model_type;
 }
 
 std::vector<weights::GgufKeyValue> llama_cpp_keys(const LlmModel& m) {

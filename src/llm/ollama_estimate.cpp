@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "gpumem/llm/model_families.h"
+
 namespace gpumem::llm {
 namespace {
 
@@ -48,7 +50,9 @@ OllamaEstimate ollama_estimate(const LlmModel& m, uint64_t num_ctx, uint64_t num
   };
   const ForwardTerm logits =
       term("output", fmt::format("4 x {} x ({} embd + {} vocab)", batch, E, V), 4 * batch * (E + V));
-  if (arch == "llama" || arch == "llama4") {
+  const ModelFamily* family = model_family(arch);
+  const OllamaGraph graph = family != nullptr ? family->ollama : OllamaGraph::kFallback;
+  if (graph == OllamaGraph::kLlama) {
     e.formula = "llama";
     e.full_terms = {
         term("attention", fmt::format("4 x {} x (1 + 4 x {} + {} ctx x (1 + {} heads))", batch, E, context, H),
@@ -66,7 +70,7 @@ OllamaEstimate ollama_estimate(const LlmModel& m, uint64_t num_ctx, uint64_t num
           fmt::format("4 x {} x (2 + 3 x {} + {} ctx x (1 + {} heads) + 2 x {} + {} ff)", batch, E, context, H, Hkv, F),
           4 * batch * (2 + 3 * E + context * (1 + H) + 2 * Hkv + F))};
     }
-  } else if (arch == "gemma" || arch == "gemma2" || arch == "gemma3") {
+  } else if (graph == OllamaGraph::kGemma) {
     e.formula = arch;
     e.full_terms = {logits, term("attention",
                                  fmt::format("4 x {} x (2 + {} ctx + {} ctx x {} heads + 2 x {} + 2 x {} x {})", batch,
@@ -75,21 +79,21 @@ OllamaEstimate ollama_estimate(const LlmModel& m, uint64_t num_ctx, uint64_t num
     e.graph_partial_bytes = std::max(
         4 * E * batch + E * V * 105 / 128 + 4 * V * batch,
         4 * batch * (2 * E + 1 + 2 * dk * H + context + context * H) + 4 * dk * context * 8 + E * dk * H * 9 / 16);
-  } else if (arch == "qwen2") {
+  } else if (graph == OllamaGraph::kQwen2) {
     e.formula = "qwen2";
     e.full_terms = {
         logits, term("attention", fmt::format("4 x {} x (1 + 2 x {} + {} ctx x (1 + {} heads))", batch, E, context, H),
                      4 * batch * (1 + 2 * E + context + context * H))};
     e.graph_partial_bytes = std::max(4 * batch * (E + V) + E * V * 105 / 128,
                                      4 * (batch * (1 + 2 * E + context * (1 + H)) + E * (1 + context)));
-  } else if (arch == "command-r") {
+  } else if (graph == OllamaGraph::kCommandR) {
     e.formula = "command-r";
     e.full_terms = {
         logits, term("attention", fmt::format("4 x {} x (2 + 4 x {} + {} ctx x (1 + {} heads))", batch, E, context, H),
                      4 * batch * (2 + 4 * E + context * (1 + H)))};
     e.graph_partial_bytes = std::max(4 * batch * (E + V) + E * V * 105 / 128,
                                      4 * batch * (1 + 2 * E + context * (1 + H)) + 4 * E * context + E * E * 9 / 16);
-  } else if (arch == "phi2") {
+  } else if (graph == OllamaGraph::kPhi2) {
     e.formula = "phi2";
     e.full_terms = {
         logits, term("attention", fmt::format("4 x {} x (1 + 4 x {} + {} ctx x (1 + {} heads))", batch, E, context, H),
