@@ -10,6 +10,8 @@
 #include <random>
 
 #include "gpumem/model/onnx_loader.h"
+#include "gpumem/trace/lifetimes.h"
+#include "gpumem/trace/replay.h"
 #include "gpumem/train/checkpoint_plan.h"
 #include "gpumem/train/device_memory.h"
 #include "gpumem/train/fit.h"
@@ -77,6 +79,28 @@ void BM_SolveChain(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_SolveChain)->Args({100, 1})->Args({1000, 1})->Args({1000, 16})->Unit(benchmark::kMillisecond);
+
+// What `fit` pays for each step it judges: the step's reserved peak under
+// PyTorch's allocator, from its allocations directly (what device_memory()
+// does since issue 45), and by the round trip it replaced: the step written
+// as a trace with invented addresses, its lifetimes extracted again, then
+// replayed. Both give the same figure (FitOnTheDevice tests check it).
+void BM_StepOnTheDevice(benchmark::State& state, bool through_a_trace) {
+  const gpumem::Model model = gpumem::load_onnx_model(path_of("examples/models", "bert_base"));
+  const gpumem::train::TrainingStep step = gpumem::train::predict_training_step(model, {});
+  state.counters["allocations"] = static_cast<double>(step.allocations.size());
+  for (auto _ : state) {
+    if (through_a_trace) {
+      const gpumem::trace::Trace t = gpumem::train::step_trace(step, /*contexts=*/false);
+      const gpumem::trace::Lifetimes lifetimes = gpumem::trace::extract_lifetimes(t, 0, /*strict=*/true);
+      benchmark::DoNotOptimize(gpumem::trace::replay_policy(t, lifetimes, "pytorch", 0).peak_reserved);
+    } else {
+      benchmark::DoNotOptimize(gpumem::train::device_memory(step).reserved_peak);
+    }
+  }
+}
+BENCHMARK_CAPTURE(BM_StepOnTheDevice, allocations, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepOnTheDevice, through_a_trace, true)->Unit(benchmark::kMillisecond);
 
 // `gpumem fit`'s search on the bundled BERT-base graph at 3/4 of what the
 // unchanged step needs on the device (reserved under PyTorch's allocator +

@@ -31,7 +31,7 @@ configure_and_build() {
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGPUMEM_BUILD_BENCH="$bench" >"$log_dir/configure.log" 2>&1 ||
     { tail -30 "$log_dir/configure.log"; return 1; }
   grep 'gpumem:' "$log_dir/configure.log"
-  local targets=(gpumem gpumem_torch alloc_cuda_tests)
+  local targets=(gpumem_alloc gpumem_torch alloc_cuda_tests)
   if [[ $bench == ON ]] && grep -qs 'gpumem_alloc_bench' "$root/bench/CMakeLists.txt"; then
     targets+=(gpumem_alloc_bench)
   fi

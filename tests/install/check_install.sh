@@ -4,7 +4,8 @@
 # pkg-config, the allocator and the KV block manager embedded in a program
 # (examples/embed) that links none of ONNX, protobuf or prometheus-cpp and is
 # under 1 MiB stripped. Also: find_package(gpumem) with no components gives
-# every module, and an unknown component is refused by name.
+# every module, an unknown component is refused by name, and every installed
+# header's stability is stated in docs/embedding.md.
 #
 #   tests/install/check_install.sh BUILD_DIR SOURCE_DIR SCRATCH_DIR
 set -euo pipefail
@@ -18,6 +19,11 @@ cmake --install "$build" --prefix "$prefix" --component devel > "$scratch/instal
 test -f "$prefix/lib/cmake/gpumem/gpumemConfig.cmake" || fail "no gpumemConfig.cmake installed"
 test -f "$prefix/include/gpumem/gpumem.h" || fail "no gpumem/gpumem.h installed"
 test ! -e "$prefix/include/gpumem/alloc/blocks.h" || fail "a private header was installed"
+# Every installed header has its stability stated in docs/embedding.md.
+while read -r header; do
+  grep -qF "| \`gpumem/$header\` |" "$source/docs/embedding.md" \
+    || fail "include/gpumem/$header is installed but docs/embedding.md does not say how stable it is"
+done < <(cd "$prefix/include/gpumem" && find . -name '*.h' | sed 's#^\./##' | sort)
 
 # 1. CMake: the example, as its README says.
 cmake -S "$source/examples/embed" -B "$scratch/embed" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
