@@ -1,4 +1,5 @@
 #pragma once
+// torch.profiler's Chrome trace JSON, read (a row of formats.cpp's table).
 #include <string>
 #include <string_view>
 

@@ -1,4 +1,5 @@
 #pragma once
+// gpumem's own allocator history, read and written (a row of formats.cpp's table).
 #include <iosfwd>
 #include <string>
 #include <string_view>

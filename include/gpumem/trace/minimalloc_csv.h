@@ -1,4 +1,5 @@
 #pragma once
+// MiniMalloc's CSV as a trace, read and written (a row of formats.cpp's table).
 #include <cstdint>
 #include <iosfwd>
 #include <string>

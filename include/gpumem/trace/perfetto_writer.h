@@ -1,4 +1,5 @@
 #pragma once
+// Any trace written as Chrome/Perfetto JSON for viewing (`trace convert --to perfetto`).
 #include <iosfwd>
 
 #include "gpumem/trace/trace.h"

@@ -1,4 +1,5 @@
 #pragma once
+// PyTorch's memory snapshots, read and written (a row of formats.cpp's table).
 #include <iosfwd>
 #include <string>
 #include <string_view>

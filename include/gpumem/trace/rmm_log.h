@@ -1,4 +1,5 @@
 #pragma once
+// RMM's allocation log, read (a row of formats.cpp's table).
 #include <string>
 #include <string_view>
 
