@@ -18,20 +18,6 @@
 #include "gpumem/trace/formats.h"
 
 namespace gpumem::trace {
-namespace {
-
-// Where iterations begin, for the policies run over a trace.
-alloc::PolicyRunOptions run_options(std::size_t capacity, std::size_t timeline_columns, Progress* progress,
-                                    const std::vector<std::size_t>* iteration_starts) {
-  alloc::PolicyRunOptions o;
-  o.capacity = capacity;
-  o.timeline_columns = timeline_columns;
-  o.progress = progress;
-  o.iteration_starts = iteration_starts;
-  return o;
-}
-
-}  // namespace
 
 alloc::AllocationSequence allocation_sequence(const Lifetimes& lifetimes, std::size_t events) {
   alloc::AllocationSequence seq;
@@ -60,7 +46,7 @@ alloc::AllocationSequence allocation_sequence(const Lifetimes& lifetimes, std::s
 PolicyResult replay_policy(const Trace& trace, const Lifetimes& lifetimes, const std::string& policy,
                            std::size_t capacity) {
   return alloc::run_policy(alloc::policy_named(policy), allocation_sequence(lifetimes, trace.events.size()),
-                           run_options(capacity, 0, nullptr, nullptr));
+                           {.capacity = capacity});
 }
 
 bool every_policy_runs_out(const ReplayReport& report) {
@@ -132,8 +118,10 @@ ReplayReport replay(const Trace& trace, const ReplayOptions& options) {
       threads.emplace_back([&, i] {
         try {
           report.policies[i] = alloc::run_policy(*entries[i], sequence,
-                                                 run_options(options.capacity, options.timeline_columns, &progress,
-                                                             split.starts.empty() ? nullptr : &split.starts));
+                                                 {.capacity = options.capacity,
+                                                  .timeline_columns = options.timeline_columns,
+                                                  .progress = &progress,
+                                                  .iteration_starts = split.starts.empty() ? nullptr : &split.starts});
         } catch (...) {
           failures[i] = std::current_exception();
         }

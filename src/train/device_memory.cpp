@@ -9,33 +9,6 @@
 #include "gpumem/common/error.h"
 
 namespace gpumem::train {
-namespace {
-
-// The step's allocations in the order PyTorch makes them: at each time the
-// frees of what dies after the op before, then the op's own allocations
-// (what outlives the step is never freed). The same order as step_trace()'s
-// events, without building a trace.
-alloc::AllocationSequence step_sequence(const TrainingStep& step) {
-  alloc::AllocationSequence seq;
-  seq.sizes.reserve(step.allocations.size());
-  std::vector<std::vector<std::uint32_t>> allocs(static_cast<std::size_t>(step.end_time) + 1), frees(allocs.size());
-  for (std::size_t i = 0; i < step.allocations.size(); ++i) {
-    const Allocation& a = step.allocations[i];
-    seq.sizes.push_back(static_cast<std::size_t>(a.bytes));
-    allocs[static_cast<std::size_t>(a.alloc_time)].push_back(static_cast<std::uint32_t>(i));
-    if (a.free_time < step.end_time)
-      frees[static_cast<std::size_t>(a.free_time)].push_back(static_cast<std::uint32_t>(i));
-  }
-  seq.steps.reserve(step.allocations.size() * 2);
-  for (int time = 0; time < step.end_time; ++time) {
-    for (std::uint32_t i : frees[static_cast<std::size_t>(time)]) seq.steps.push_back({i, true, seq.steps.size()});
-    for (std::uint32_t i : allocs[static_cast<std::size_t>(time)]) seq.steps.push_back({i, false, seq.steps.size()});
-  }
-  seq.positions = seq.steps.size();
-  return seq;
-}
-
-}  // namespace
 
 std::vector<std::string> step_allocator_names() { return alloc::policy_names(&alloc::PolicyEntry::for_training_steps); }
 

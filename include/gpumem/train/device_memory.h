@@ -40,8 +40,7 @@ struct DeviceMemory {
   uint64_t device_bytes() const { return reserved_peak + overhead; }
 };
 
-// The step on the device: its allocations, in the order step_trace() writes
-// them, run by the allocator's policy. With `budget` (bytes, > 0) it is
+// The step on the device: step_sequence() run by the allocator's policy. With `budget` (bytes, > 0) it is
 // run with budget - overhead bytes, as the GPU would give it: a
 // caching allocator that runs short frees its cache and retries, so a
 // step may fit below its unlimited reserved peak (reserved_peak is then

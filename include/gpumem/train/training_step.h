@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/alloc/policies/policy_run.h"
 #include "gpumem/model/inspect.h"
 #include "gpumem/trace/trace.h"
 
@@ -153,6 +154,12 @@ TrainingStep predict_training_step(const std::string& path, const TrainOptions& 
 // The same for a model already loaded (options.model's shapes are then
 // those it was loaded with).
 TrainingStep predict_training_step(const Model& model, const TrainOptions& options);
+
+// The step's allocations and frees in the order PyTorch makes them: at each
+// time what dies after the op before, then the op's own allocations; what
+// outlives the step is never freed. Positions are step times. What an
+// allocator policy runs (device_memory.h) and what step_trace() writes.
+alloc::AllocationSequence step_sequence(const TrainingStep& step);
 
 // The step as a gpumem trace: one alloc and one free event per allocation,
 // in time order, with "<phase>: <op>" as context, on device 0. What is
