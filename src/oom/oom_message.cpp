@@ -150,6 +150,14 @@ OomExplanation explain_oom(const OomMessage& m) {
     if (ours) outside = used > *ours ? used - *ours : 0;
   }
   const uint64_t gib = uint64_t{1} << 30;
+  // Allocated memory near the capacity with little cached is a full GPU,
+  // even where the cache could have held this one request: the next would
+  // fail the same way, and no allocator setting gains more than the cache.
+  // "Near" leaves room for the CUDA context (a few hundred MiB) and "little"
+  // is a twentieth of the GPU.
+  const bool full_and_little_cached = capacity != 0 && m.allocated_bytes && m.reserved_unallocated_bytes &&
+                                      *m.allocated_bytes >= capacity / 20 * 17 &&
+                                      *m.reserved_unallocated_bytes < capacity / 20;
   if (capacity != 0 && requested * 2 > capacity) {
     e.diagnosis = OomDiagnosis::kOneHugeRequest;
     e.meaning = fmt::format(
@@ -194,7 +202,7 @@ OomExplanation explain_oom(const OomMessage& m) {
                 "A process of your own from an earlier run (a notebook kernel, a dataloader worker that touched "
                 "CUDA) is the usual culprit",
                 "If it must share, cap this process: torch.cuda.set_per_process_memory_fraction"};
-  } else if (m.reserved_unallocated_bytes && *m.reserved_unallocated_bytes >= requested) {
+  } else if (m.reserved_unallocated_bytes && *m.reserved_unallocated_bytes >= requested && !full_and_little_cached) {
     e.diagnosis = OomDiagnosis::kFragmentation;
     e.meaning = fmt::format(
         "PyTorch holds {} reserved but unallocated, more than the {} asked for, yet no cached block is large "
@@ -211,13 +219,19 @@ OomExplanation explain_oom(const OomMessage& m) {
     e.diagnosis = OomDiagnosis::kSimplyFull;
     e.meaning = fmt::format(
         "The GPU is full: {} allocated by PyTorch, {} reserved, {} free, and the {} asked for fits nowhere. "
-        "The step needs more memory than the GPU has.",
-        b(m.allocated_bytes), b(m.reserved_bytes), b(m.free_bytes), b(m.requested_bytes));
-    e.advice = {
-        "Find what fits: `gpumem fit MODEL.onnx --gpu SIZE` (a training step), `gpumem finetune "
-        "config.json --gpu SIZE --max-batch` (a language model), `gpumem llm MODEL --gpu SIZE` (inference)",
-        "The usual levers: a smaller micro-batch with gradient accumulation, activation checkpointing, "
-        "bf16, an 8-bit optimizer, LoRA/QLoRA, ZeRO or FSDP over several GPUs"};
+        "The step needs more memory than the GPU has{}.",
+        b(m.allocated_bytes), b(m.reserved_bytes), b(m.free_bytes), b(m.requested_bytes),
+        full_and_little_cached && *m.reserved_unallocated_bytes >= requested
+            ? fmt::format("; the {} cached is too little for allocator settings to matter",
+                          b(m.reserved_unallocated_bytes))
+            : "");
+    e.advice = {"A smaller batch: halve it, and keep the effective batch with gradient accumulation (twice the steps)",
+                "Activation checkpointing: recompute activations in backward instead of keeping them "
+                "(torch.utils.checkpoint, or gradient_checkpointing_enable() in transformers)",
+                "bf16 autocast, an 8-bit optimizer, LoRA/QLoRA; ZeRO or FSDP over several GPUs",
+                "Find the largest batch that fits: `gpumem fit MODEL.onnx --gpu SIZE --max-batch` (a training step), "
+                "`gpumem finetune config.json --gpu SIZE --max-batch` (a language model), `gpumem llm MODEL --gpu "
+                "SIZE` (inference)"};
   }
   return e;
 }

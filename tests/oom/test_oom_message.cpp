@@ -51,11 +51,27 @@ TEST(OomMessage, EveryPublicMessageReadsBackToTheByte) {
 
 TEST(OomMessage, TheDiagnosisFollowsTheFigures) {
   const auto diagnose = [](const std::string& text) { return explain_oom(*parse_oom_message(text)).diagnosis; };
-  // 2.x: 300 MiB cached but unallocated, 20 MiB asked: fragmentation.
+  // 2.x: 6 GiB cached but unallocated, 20 MiB asked: fragmentation.
+  EXPECT_EQ(diagnose("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.15 GiB of "
+                     "which 17.31 MiB is free. Process 1234 has 79.13 GiB memory in use. Of the allocated memory "
+                     "72.50 GiB is allocated by PyTorch, and 6.00 GiB is reserved by PyTorch but unallocated."),
+            OomDiagnosis::kFragmentation);
+  // The same GPU with 78.21 GiB allocated and 300 MiB cached is full: the
+  // cache could hold these 20 MiB, but not the step's next allocation.
   EXPECT_EQ(diagnose("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.15 GiB of "
                      "which 17.31 MiB is free. Process 1234 has 79.13 GiB memory in use. Of the allocated memory "
                      "78.21 GiB is allocated by PyTorch, and 300.12 MiB is reserved by PyTorch but unallocated."),
-            OomDiagnosis::kFragmentation);
+            OomDiagnosis::kSimplyFull);
+  // Issue 46, the classic 1.x wording: 14.56 GiB allocated of 14.76, 164 MiB
+  // cached. A full GPU, and the advice is a smaller batch and checkpointing.
+  const std::string classic =
+      "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 14.76 GiB total capacity; 14.56 GiB "
+      "already allocated; 3.44 MiB free; 14.72 GiB reserved in total by PyTorch)";
+  EXPECT_EQ(diagnose(classic), OomDiagnosis::kSimplyFull);
+  const OomExplanation full = explain_oom(*parse_oom_message(classic));
+  ASSERT_GE(full.advice.size(), 2u);
+  EXPECT_NE(full.advice[0].find("smaller batch"), std::string::npos) << full.advice[0];
+  EXPECT_NE(full.advice[1].find("checkpointing"), std::string::npos) << full.advice[1];
   // 1.x: 2 GiB asked, 1.77 GiB free, little cached: simply full.
   EXPECT_EQ(diagnose("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 11.17 GiB total capacity; 8.59 GiB "
                      "already allocated; 1.77 GiB free; 9.04 GiB reserved in total by PyTorch)"),
