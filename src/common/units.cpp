@@ -78,9 +78,17 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
                                                                    {"MB", 1e6},
                                                                    {"GB", 1e9},
                                                                    {"TB", 1e12},
+                                                                   // Docker's, Slurm's and ls -h's
+                                                                   // forms: binary, as a GPU's
+                                                                   // "16G" is.
                                                                    {"K", 1024.0},
                                                                    {"M", 1048576.0},
-                                                                   {"G", 1073741824.0}};
+                                                                   {"G", 1073741824.0},
+                                                                   {"T", 1099511627776.0},
+                                                                   {"Ki", 1024.0},
+                                                                   {"Mi", 1048576.0},
+                                                                   {"Gi", 1073741824.0},
+                                                                   {"Ti", 1099511627776.0}};
   for (const auto& [name, scale] : kUnits) {
     if (!same_letters(unit, name)) continue;
     if (number.find('.') == std::string::npos && scale == 1.0) {
@@ -97,6 +105,24 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
     return static_cast<uint64_t>(std::llround(v));
   }
   return std::nullopt;
+}
+
+std::optional<uint64_t> parse_tokens(std::string_view text) {
+  text = trim_blanks(text);
+  if (text.empty()) return std::nullopt;
+  double scale = 1;
+  const char last = static_cast<char>(std::tolower(static_cast<unsigned char>(text.back())));
+  if (last == 'k' || last == 'm') {
+    scale = last == 'k' ? 1024.0 : 1048576.0;
+    text.remove_suffix(1);
+  }
+  if (text.empty() || text.find_first_not_of("0123456789.") != std::string_view::npos || text.front() == '.' ||
+      std::count(text.begin(), text.end(), '.') > 1 || text.size() > 12) {
+    return std::nullopt;
+  }
+  const double tokens = std::stod(std::string(text)) * scale;
+  if (tokens != std::floor(tokens) || tokens >= 4294967296.0) return std::nullopt;
+  return static_cast<uint64_t>(tokens);
 }
 
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {

@@ -20,9 +20,15 @@ std::string format_bytes(uint64_t bytes);
 std::string format_count(uint64_t n);
 
 // Parses a byte count as users write it: "1048576", "512KiB", "16GiB",
-// "1.5 GiB", "20MB" (decimal units are powers of 1000). nullopt if malformed
-// or beyond 2^62.
+// "16Gi", "16G", "1.5 GiB", "20MB". K, M, G, T with or without "i" are
+// binary, as Docker, Slurm and `ls -h` mean them; KB, MB, GB, TB are powers
+// of 1000. nullopt if malformed or beyond 2^62.
 std::optional<uint64_t> parse_bytes(std::string_view text);
+
+// Parses a token count as users write a context length: "8192", "8k",
+// "128K", "1.5k", "1M". k and M are binary (8k = 8192; Llama 3.1's "128k"
+// context is 131072). nullopt if malformed, fractional or past 2^32 - 1.
+std::optional<uint64_t> parse_tokens(std::string_view text);
 
 // Whether `text` ends in a decimal unit (KB, MB, GB, TB): 1000-based, where
 // GPU memory is sold in 1024-based units under the same names.
