@@ -38,6 +38,33 @@ TEST(ParseBytes, ReadsBinaryAndDecimalUnits) {
   EXPECT_FALSE(parse_bytes("1.2.3GiB"));
 }
 
+// Issue 46: every form users type for 16 GiB means 16 GiB.
+TEST(ParseBytes, ReadsTheFormsUsersType) {
+  for (const char* sixteen : {"16GiB", "16Gi", "16G", "16gib", "16 Gi", "16g"}) {
+    EXPECT_EQ(parse_bytes(sixteen), uint64_t{16} << 30) << sixteen;
+  }
+  EXPECT_EQ(parse_bytes("2T"), uint64_t{2} << 40);
+  EXPECT_EQ(parse_bytes("2Ti"), uint64_t{2} << 40);
+  EXPECT_EQ(parse_bytes("512Mi"), uint64_t{512} << 20);
+  EXPECT_EQ(parse_bytes("16GB"), 16'000'000'000u);
+  EXPECT_FALSE(parse_bytes("16Gb!"));
+  EXPECT_FALSE(parse_bytes("16Gii"));
+}
+
+TEST(ParseTokens, ReadsContextLengthsAsUsersWriteThem) {
+  EXPECT_EQ(parse_tokens("4096"), 4096u);
+  EXPECT_EQ(parse_tokens("8k"), 8192u);
+  EXPECT_EQ(parse_tokens("8K"), 8192u);
+  EXPECT_EQ(parse_tokens("128k"), 131072u);  // Llama 3.1's "128k" context
+  EXPECT_EQ(parse_tokens("1.5k"), 1536u);
+  EXPECT_EQ(parse_tokens("1M"), 1048576u);
+  EXPECT_EQ(parse_tokens(" 32k "), 32768u);
+  for (const char* bad : {"", "k", "8kb", "1.3k", "-8k", ".5k", "8..0k", "4294967296", "4194304k", "eight"}) {
+    EXPECT_FALSE(parse_tokens(bad)) << bad;
+  }
+  EXPECT_EQ(parse_tokens("4294967295"), 4294967295u);
+}
+
 TEST(ParseBytes, TellsDecimalUnitsApart) {
   for (const char* decimal : {"80GB", "1.5 TB", "512MB", "4KB "}) EXPECT_TRUE(has_decimal_unit(decimal)) << decimal;
   for (const char* binary : {"80GiB", "512MiB", "1048576", "100B", "4K", "16G"}) {
