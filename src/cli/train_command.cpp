@@ -8,6 +8,7 @@
 #include "cli/flags.h"
 #include "cli/model_flags.h"
 #include "cli/output_files.h"
+#include "cli/size_flag.h"
 #include "cli/step_flags.h"
 #include "cli/streams.h"
 #include "common/bounded_json.h"
@@ -20,7 +21,7 @@ namespace gpumem::cli {
 Action add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "One training step's memory, predicted op by op from the model graph");
   struct Args {
-    std::string model;
+    std::string model, gpu;
     ModelFlags flags;
     StepFlags step_flags;
     std::string loss = "cross-entropy", step = "steady", frozen, trace_out;
@@ -32,6 +33,9 @@ Action add_train_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
   add_shape_flags(*cmd, args->flags);
+  add_gpu_memory_option(*cmd, args->gpu,
+                        "Memory of one GPU, e.g. 24GiB: whether the step fits it (exit 3 when not); fit says what "
+                        "would");
   add_step_flags(*cmd, args->step_flags);
   cmd->add_option("--loss", args->loss, "cross-entropy | mse | none, over the graph's first output")
       ->check(CLI::IsMember({"cross-entropy", "mse", "none"}));
@@ -60,16 +64,18 @@ Action add_train_command(CLI::App& app) {
     o.checkpoint = args->checkpoint;
     const train::TrainingStep step = train::predict_training_step(args->model, o);
     const train::DeviceMemory device = train::device_memory(step);
+    const uint64_t gpu = args->gpu.empty() ? 0 : parse_memory_flag("--gpu", args->gpu);
+    const Verdict verdict{gpu, train::least_device_bytes(step, gpu)};
     for (const auto& w : step.warnings)
       std::fprintf(err(), "gpumem: warning: %s: %s\n", args->model.c_str(), w.c_str());
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, step);
     if (args->json) {
-      std::fputs((json_text(train_to_json(step, device, args->top), 2) + "\n").c_str(), out());
+      std::fputs((json_text(train_to_json(step, device, verdict, args->top), 2) + "\n").c_str(), out());
     } else {
-      std::fputs(render_train_text(step, device, args->top).c_str(), out());
+      std::fputs(render_train_text(step, device, verdict, args->top).c_str(), out());
     }
     if (!args->html.empty()) write_html(args->html, report::train_html(step));
-    return 0;
+    return verdict.decided() && !verdict.fits() ? kExitDoesNotFit : kExitOk;
   };
 }
 

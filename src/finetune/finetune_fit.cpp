@@ -111,11 +111,14 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
   plan.step = std::move(e.step);
   plan.device = e.device;
   plan.gpu_bytes = gpu_bytes;
-  plan.fits = e.fits;
   if (parallel.gpus > 1) {
     plan.per_gpu = per_gpu(model, plan.step, parallel);
-    plan.fits = gpu_bytes != 0 && plan.per_gpu->device_bytes <= gpu_bytes;
+    plan.verdict = {gpu_bytes, plan.per_gpu->device_bytes};
+  } else {
+    // What `gpumem train` and `fit` call needs: the least device the step runs in.
+    plan.verdict = {gpu_bytes, train::least_device_bytes(plan.step.step, gpu_bytes)};
   }
+  plan.fits = plan.verdict.fits();
   if (gpu_bytes == 0) return plan;
 
   if (find_max_seq) {

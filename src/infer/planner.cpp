@@ -103,7 +103,8 @@ PlanReport plan_file(const std::string& path, const PlanRequest& request) {
       report.arena_without_in_place = report.result.plan.arena;
     }
   }
-  report.fits = !report.capacity || report.needed_bytes() <= static_cast<uint64_t>(*report.capacity);
+  report.verdict = {report.capacity ? static_cast<uint64_t>(*report.capacity) : 0, report.needed_bytes()};
+  report.fits = !report.capacity || report.verdict.fits();
   return report;
 }
 

@@ -204,6 +204,20 @@ uint64_t largest_total(const std::vector<GpuMemory>& gpus) {
 
 }  // namespace
 
+namespace {
+
+// The levels llama.cpp users choose among, largest first: what fits is the
+// first question every VRAM calculator answers.
+constexpr const char* kQuantLevels[] = {"f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k"};
+
+// Whether most weight bytes are at full or half precision (a checkpoint as
+// trained, not a GGUF someone quantized).
+bool unquantized(const LlmModel& m) {
+  return m.weight_dtype == "F32" || m.weight_dtype == "F16" || m.weight_dtype == "BF16";
+}
+
+}  // namespace
+
 LlmModel requantized(LlmModel model, const std::string& quant) {
   if (weights::quantize_recipe_named(quant) == nullptr) {
     std::string names;
@@ -237,7 +251,12 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
   if (request.batch == 0 || request.ubatch == 0) throw InputError("--batch and --ubatch: at least 1");
   if (request.ubatch > kMaxUbatch) throw InputError(fmt::format("--ubatch: at most {}", kMaxUbatch));
   LlmPlan p;
-  p.model = request.quant.empty() ? std::move(model) : requantized(std::move(model), request.quant);
+  std::string quant = request.quant;
+  if (quant.empty() && request.engine.is_ollama() && unquantized(model)) {
+    quant = "q4_k_m";
+    p.default_quant = quant;
+  }
+  p.model = quant.empty() ? std::move(model) : requantized(std::move(model), quant);
   p.request = request;
   p.context = request.context != 0 ? request.context : p.model.n_ctx_train;
   if (p.context == 0)
@@ -259,11 +278,25 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
   // parallel where the heads divide, pipeline parallel otherwise.
   const bool tp_valid = n > 1 && m.n_head % n == 0 && m.n_layer > 0;
   auto need = [&](uint64_t context, uint64_t batch) {
-    if (n == 1) return sizer.single(context, batch).total();
+    if (n == 1) return sizer.offload(context, batch, m.n_layer).gpu.total();
     if (tp_valid) return sizer.tensor_parallel(context, batch, n).total();
     return largest_total(sizer.pipeline(context, batch, n));
   };
-  p.fits = need(p.context, request.batch) <= gpu;
+  p.verdict = {gpu, need(p.context, request.batch)};
+  p.fits = p.verdict.fits();
+  if (n == 1) {
+    p.host_bytes = sizer.offload(p.context, request.batch, m.n_layer).host_bytes;
+    for (const char* level : kQuantLevels) {
+      if (weights::quantize_recipe_named(level) == nullptr) continue;
+      LlmRequest q = request;
+      q.quant.clear();
+      const LlmModel requantized_model = requantized(p.model, level);
+      const Sizer at(requantized_model, q, p.kv_types);
+      p.quant_levels.push_back({level,
+                                requantized_model.weight_bytes(),
+                                {gpu, at.offload(p.context, request.batch, m.n_layer).gpu.total()}});
+    }
+  }
   // The search stops at the training context, or at the context asked
   // for when that is longer.
   const uint64_t cap =

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/units.h"
+#include "gpumem/common/verdict.h"
 #include "gpumem/report/train_report.h"
 
 namespace gpumem {
@@ -49,10 +50,13 @@ std::string settings(const finetune::FinetuneOptions& o) {
   }
   if (o.method == finetune::FinetuneMethod::kFreeze)
     method += fmt::format(" (last {} layers train)", o.freeze_trainable_layers);
-  return fmt::format("{}; {} x {} tokens{}; {}, {}, attention {}{}; device {}", method, o.micro_batch, o.seq,
-                     o.grad_accum > 1 ? fmt::format(" x {} accumulated", o.grad_accum) : "",
-                     to_string(o.train.optimizer), to_string(o.train.precision), to_string(o.attention),
-                     o.checkpointing ? ", checkpointing every layer" : "", to_string(o.train.device));
+  const auto& t = o.train;
+  return fmt::format("{}; {} x {} tokens{}; {}, {}, attention {}{}{}{}; device {}", method, o.micro_batch, o.seq,
+                     o.grad_accum > 1 ? fmt::format(" x {} accumulated", o.grad_accum) : "", to_string(t.optimizer),
+                     to_string(t.precision), to_string(o.attention),
+                     o.checkpointing ? ", checkpointing every layer" : "",
+                     t.foreach ? (*t.foreach ? ", foreach" : ", for-loop") : "",
+                     t.torch ? ", torch " + t.torch->str() : "", to_string(t.device));
 }
 
 }  // namespace
@@ -71,9 +75,18 @@ std::string render_finetune_text(const FinetunePlan& p, int top) {
                        : 0.0));
   line();
   const bool cpu = f.options.train.device == train::Device::kCpu;
-  line(fmt::format("Device      {:>12}  reserved {} + overhead {}{}", format_bytes(p.device.device_bytes()),
-                   format_bytes(p.device.reserved_peak), format_bytes(p.device.overhead),
-                   cpu ? " (CPU: no cache)" : fmt::format(" ({} allocator)", p.device.allocator)));
+  if (p.per_gpu) {
+    line(fmt::format("Device      {:>12}  reserved {} + overhead {}{}, on one GPU",
+                     format_bytes(p.device.device_bytes()), format_bytes(p.device.reserved_peak),
+                     format_bytes(p.device.overhead),
+                     cpu ? " (CPU: no cache)" : fmt::format(" ({} allocator)", p.device.allocator)));
+  } else {
+    line(fmt::format("Needs       {:>12}  {}", format_bytes(p.verdict.device_bytes),
+                     cpu ? std::string("the tensors' peak: the CPU keeps no cache")
+                         : fmt::format("the least GPU the step runs on: the {} allocator, capped, returns its cache "
+                                       "and retries; overhead {} included",
+                                       p.device.allocator, format_bytes(p.device.overhead))));
+  }
   line(fmt::format("Allocated   {:>12}  peak in {} at '{}' (max_memory_allocated)", format_bytes(s.peak_bytes),
                    to_string(s.peak_phase), s.peak_op));
   for (const auto& part : breakdown(p))
@@ -94,13 +107,9 @@ std::string render_finetune_text(const FinetunePlan& p, int top) {
     if (g.plan.cpu_bytes)
       line(fmt::format("  {:<18}{:>12}  in CPU memory", "offloaded", format_bytes(g.plan.cpu_bytes)));
   }
-  const uint64_t device = p.per_gpu ? p.per_gpu->device_bytes : p.device.device_bytes();
   if (p.gpu_bytes != 0) {
     line();
-    line(fmt::format(
-        "GPU         {}: {}", format_bytes(p.gpu_bytes),
-        p.fits ? fmt::format("FITS, {} free", format_bytes(p.gpu_bytes - device))
-               : fmt::format("DOES NOT FIT, {} short", format_bytes(device > p.gpu_bytes ? device - p.gpu_bytes : 0))));
+    line("Verdict     " + verdict_line(p.verdict));
     if (p.max_seq || p.max_micro_batch) line();
   }
   if (p.gpu_bytes != 0 && (p.max_seq || p.max_micro_batch)) {
@@ -149,7 +158,7 @@ nlohmann::ordered_json finetune_to_json(const FinetunePlan& p, int top) {
   doc["total_parameters"] = f.total_parameters;
   doc["peak_bytes"] = s.peak_bytes;
   doc["reserved_peak_bytes"] = p.device.reserved_peak;
-  doc["device_bytes"] = p.device.device_bytes();
+  doc["device_bytes"] = p.per_gpu ? p.device.device_bytes() : p.verdict.device_bytes;
   json parts;
   for (const auto& part : breakdown(p)) parts[part.name] = part.bytes;
   doc["breakdown"] = parts;
@@ -163,6 +172,7 @@ nlohmann::ordered_json finetune_to_json(const FinetunePlan& p, int top) {
   doc["largest_at_peak"] = largest;
   doc["gpu_bytes"] = p.gpu_bytes ? json(p.gpu_bytes) : json(nullptr);
   doc["fits"] = p.gpu_bytes ? json(p.fits) : json(nullptr);
+  doc["verdict"] = verdict_json(p.verdict);
   doc["max_seq"] = p.max_seq ? json(*p.max_seq) : json(nullptr);
   doc["max_micro_batch"] = p.max_micro_batch ? json(*p.max_micro_batch) : json(nullptr);
   json changes = json::array();

@@ -1,8 +1,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <algorithm>
 
 #include "common/bounded_json.h"
 #include "gpumem/common/units.h"
+#include "gpumem/common/verdict.h"
 #include "gpumem/report/fit_report.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/train/engine_config.h"
@@ -27,12 +29,14 @@ std::string render_fit_text(const train::FitResult& f) {
       f.accumulation_steps > 1
           ? fmt::format(" x {} accumulation steps (batch {})", f.accumulation_steps, f.batch * f.accumulation_steps)
           : "";
-  line(fmt::format("Fit         {} at batch {}{}{}: {}", f.fits ? "FITS" : "DOES NOT FIT", f.batch, accumulated, where,
-                   f.fits ? fmt::format("{} of {}", format_bytes(f.predicted_peak), format_bytes(f.budget))
-                          : fmt::format("needs {}, {} over {}", format_bytes(f.predicted_peak),
-                                        format_bytes(f.predicted_peak - f.budget), format_bytes(f.budget))));
-  line(fmt::format("            {}, {}, device {}", to_string(f.options.optimizer), to_string(f.options.precision),
-                   to_string(f.options.device)));
+  line(fmt::format("Fit         at batch {}{}{}: {}", f.batch, accumulated, where, verdict_line(f.verdict)));
+  line("            " + step_settings(f.options));
+  std::vector<std::string> levers;
+  for (train::Lever l : f.levers) levers.emplace_back(to_string(l));
+  const bool offload = std::find(f.levers.begin(), f.levers.end(), train::Lever::kOffload) != f.levers.end();
+  line(fmt::format("            levers it may pull: {}{}",
+                   levers.empty() ? "none" : fmt::format("{}", fmt::join(levers, ", ")),
+                   offload || f.gpus > 1 ? "" : " (offload to CPU memory only with --offload)"));
   if (f.step.batch_axis.value > 0) line("            batch: " + f.step.batch_axis.describe());
   if (f.sharding) {
     line(
@@ -43,14 +47,19 @@ std::string render_fit_text(const train::FitResult& f) {
   } else if (f.device.allocator.empty()) {
     line("            on the CPU: the tensors' peak, nothing cached, no overhead");
   } else {
-    line(fmt::format("            = {} reserved by the {} allocator + {} overhead (--overhead); tensors' peak {}",
-                     format_bytes(f.device.reserved_peak), f.device.allocator, format_bytes(f.device.overhead),
-                     format_bytes(f.device.allocated_peak)));
+    line(
+        fmt::format("            needs: the least GPU the {} allocator runs the step on (capped, it returns its "
+                    "cache and retries), overhead {} included; tensors' peak {}",
+                    f.device.allocator, format_bytes(f.device.overhead), format_bytes(f.device.allocated_peak)));
+    line(fmt::format("            reserved at most {} {}", format_bytes(f.device.reserved_peak),
+                     f.device.runs_out
+                         ? "unconstrained (it runs out on this GPU)"
+                         : fmt::format("on this GPU (capped at {} less the overhead)", format_bytes(f.budget))));
   }
   if (!f.why_not.empty()) line("Why         " + f.why_not);
   if (f.max_batch_without_checkpointing) {
-    line(fmt::format("Max batch   {} (the next, {}, would need {}); without checkpointing: {}", f.batch, f.batch + 1,
-                     f.next_batch_peak ? format_bytes(*f.next_batch_peak) : std::string("?"),
+    line(fmt::format("Max batch   {} (the next, {}: {}); without checkpointing: {}", f.batch, f.batch + 1,
+                     f.next_batch_peak ? verdict_brief(Verdict{f.budget, *f.next_batch_peak}) : std::string("?"),
                      *f.max_batch_without_checkpointing));
   }
   if (!f.changes.empty()) {
@@ -89,7 +98,8 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
   using json = nlohmann::ordered_json;
   json doc;
   doc["schema_version"] = kFitSchemaVersion;
-  doc["fits"] = f.fits;
+  doc["fits"] = f.verdict.fits();
+  doc["verdict"] = verdict_json(f.verdict);
   doc["batch"] = f.batch;
   doc["accumulation_steps"] = f.accumulation_steps;
   doc["batch_axis"] = batch_axis_json(f.step.batch_axis);
@@ -106,7 +116,7 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
   doc["checkpoint"] = f.checkpoint.modules;
   doc["recompute_flops"] = f.checkpoint.recompute_flops;
   doc["recompute_fraction"] = f.checkpoint.recompute_fraction;
-  doc["optimal"] = f.checkpoint.modules.empty() ? f.fits : f.checkpoint.optimal;
+  doc["optimal"] = f.checkpoint.modules.empty() ? f.verdict.fits() : f.checkpoint.optimal;
   json changes = json::array();
   for (const auto& c : f.changes) {
     changes.push_back({{"change", c.change},
@@ -115,6 +125,9 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
                        {"cost", c.cost}});
   }
   doc["changes"] = changes;
+  json levers = json::array();
+  for (train::Lever l : f.levers) levers.push_back(to_string(l));
+  doc["levers"] = levers;
   doc["why_not"] = f.why_not.empty() ? json(nullptr) : json(f.why_not);
   doc["max_batch_without_checkpointing"] =
       f.max_batch_without_checkpointing ? json(*f.max_batch_without_checkpointing) : json(nullptr);

@@ -6,6 +6,7 @@
 
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
+#include "gpumem/common/verdict.h"
 
 namespace gpumem {
 namespace {
@@ -34,10 +35,7 @@ std::string kv_formula(const LlmPlan& p) {
                      kv_element(t.k), m.head_dim_v, kv_element(t.v));
 }
 
-std::string verdict(uint64_t need, uint64_t have) {
-  if (need <= have) return fmt::format("FITS, {} free", format_bytes(have - need));
-  return fmt::format("DOES NOT FIT, {} short", format_bytes(need - have));
-}
+std::string verdict(uint64_t need, uint64_t have) { return verdict_brief(Verdict{have, need}); }
 
 std::string by_dtype(const llm::LlmModel& m) {
   std::map<std::string, uint64_t> bytes;
@@ -106,6 +104,33 @@ std::string render_llm_text(const LlmPlan& p) {
                    format_count(p.context), r.batch, r.batch == 1 ? "" : "s", r.ubatch, kv_name(p.kv_types),
                    r.flash_attention ? "on" : "off", r.gpus, format_bytes(r.gpu_bytes)));
   line(engine_line(r.engine));
+  const bool ollama = r.engine.is_ollama();
+  // "-ngl N" in llama.cpp's words, "num_gpu N" in ollama's.
+  const auto layers_flag = [&](uint32_t n) { return fmt::format("{} {}", ollama ? "num_gpu" : "-ngl", n); };
+  line();
+  line(fmt::format("Verdict     {}", verdict_line(p.verdict)));
+  if (r.gpus == 1) {
+    line(
+        fmt::format("            every layer and the output on the GPU ({}); the token embeddings ({}) stay in host "
+                    "memory, as {} keeps them",
+                    layers_flag(m.n_layer + 1), format_bytes(p.host_bytes),
+                    ollama ? "ollama (llama.cpp underneath)" : "llama.cpp"));
+  }
+  if (!p.default_quant.empty()) {
+    line(
+        fmt::format("            weights priced as {}: ollama's library tags are 4-bit (Q4_K_M) by default; "
+                    "--quant f16 for a full-precision tag",
+                    p.default_quant));
+  }
+  if (!p.verdict.fits() && !p.quant_levels.empty()) {
+    std::vector<std::string> fitting;
+    for (const auto& q : p.quant_levels)
+      if (q.verdict.fits()) fitting.push_back(q.quant);
+    line(fmt::format("            {}",
+                     fitting.empty()
+                         ? std::string("no quantization level fits: see the GPU layers and streaming below")
+                         : fmt::format("quantized it runs: --quant {} (the largest that fits)", fitting.front())));
+  }
   if (m.n_ctx_train != 0 && p.context > m.n_ctx_train) {
     line(fmt::format("Note        {} tokens is past the {} the model was trained at", format_count(p.context),
                      format_count(m.n_ctx_train)));
@@ -129,8 +154,15 @@ std::string render_llm_text(const LlmPlan& p) {
   }
   line(fmt::format("Overhead    {:>11}  CUDA context and runtime (a stated constant; --overhead)",
                    format_bytes(r.overhead_bytes)));
-  line(fmt::format("Total       {:>11}  on one GPU of {}: {}", format_bytes(p.single.total()),
-                   format_bytes(r.gpu_bytes), verdict(p.single.total(), r.gpu_bytes)));
+  line(fmt::format("Total       {:>11}  everything, the token embeddings too", format_bytes(p.single.total())));
+  if (!p.quant_levels.empty()) {
+    line();
+    line("Quantized   every layer on the GPU, at this context and batch:");
+    for (const auto& q : p.quant_levels) {
+      line(fmt::format("  {:<8}  weights {:>11}  needs {:>11}  {}", q.quant, format_bytes(q.weights_bytes),
+                       format_bytes(q.verdict.device_bytes), verdict_brief(q.verdict)));
+    }
+  }
   if (p.multi) {
     const auto& mg = *p.multi;
     line();
@@ -164,8 +196,8 @@ std::string render_llm_text(const LlmPlan& p) {
   if (!o.fits) {
     line("GPU layers        none: activations and overhead alone do not fit");
   } else {
-    line(fmt::format("GPU layers        {} of {} on one GPU (llama.cpp -ngl {}){}: {}", o.gpu_layers, m.n_layer,
-                     o.gpu_layers == m.n_layer ? o.gpu_layers + 1 : o.gpu_layers,
+    line(fmt::format("GPU layers        {} of {} on one GPU ({}){}: {}", o.gpu_layers, m.n_layer,
+                     layers_flag(o.gpu_layers == m.n_layer ? o.gpu_layers + 1 : o.gpu_layers),
                      o.gpu_layers == m.n_layer ? ", output layer too" : "", gpu_line(o.gpu)));
     line(fmt::format("                  host memory holds {} (the token embeddings{})", format_bytes(o.host_bytes),
                      o.gpu_layers == m.n_layer ? "" : ", the other layers and their KV cache"));
@@ -209,7 +241,13 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
                     {"kv_dtype_v", p.kv_types.v.name},
                     {"flash_attention", r.flash_attention},
                     {"pcie_bytes_per_second", r.pcie_bytes_per_second}};
-  doc["fits"] = p.fits;
+  doc["fits"] = p.verdict.fits();
+  doc["verdict"] = verdict_json(p.verdict);
+  doc["default_quant"] = p.default_quant.empty() ? json(nullptr) : json(p.default_quant);
+  json levels = json::array();
+  for (const auto& q : p.quant_levels)
+    levels.push_back({{"quant", q.quant}, {"weights_bytes", q.weights_bytes}, {"verdict", verdict_json(q.verdict)}});
+  doc["quant_levels"] = levels;
   doc["weights_bytes"] = m.weight_bytes();
   doc["kv_bytes_per_token"] = p.kv.bytes_per_token;
   doc["kv_bytes"] = p.kv.bytes;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/units.h"
+#include "gpumem/common/verdict.h"
 
 namespace gpumem {
 namespace {
@@ -72,12 +73,9 @@ std::string render_plan_text(const infer::PlanReport& r) {
     const auto capacity = static_cast<uint64_t>(*r.capacity);
     const auto taken = needed - static_cast<uint64_t>(res.plan.arena);
     if (!r.from_model) line();
-    line(r.fits ? fmt::format("Capacity    {:>12}  fits, {} to spare", format_bytes(capacity),
-                              format_bytes(capacity - needed))
-                : fmt::format(
-                      "Capacity    {:>12}  DOES NOT FIT: {} short{}", format_bytes(capacity),
-                      format_bytes(needed - capacity),
-                      static_cast<uint64_t>(res.proven_bound) + taken > capacity ? "; no plan fits (proven)" : ""));
+    line(fmt::format(
+        "Verdict     {}{}", verdict_line(r.verdict),
+        !r.fits && static_cast<uint64_t>(res.proven_bound) + taken > capacity ? "; no plan fits (proven)" : ""));
   }
   return out;
 }
@@ -91,6 +89,7 @@ nlohmann::ordered_json plan_to_json(const infer::PlanReport& r) {
   doc["kind"] = r.from_model ? "model" : "csv";
   doc["buffer_count"] = r.problem.buffers.size();
   doc["arena_bytes"] = res.plan.arena;
+  doc["verdict"] = verdict_json(r.verdict);
   doc["lower_bound_bytes"] = res.lower_bound;
   doc["proven_bound_bytes"] = res.proven_bound;
   doc["optimal"] = res.optimal;

@@ -33,17 +33,18 @@ std::string render_largest_at_peak(const TrainingStep& s, int top) {
 
 namespace {
 
-std::string settings(const train::TrainOptions& o) {
-  return fmt::format("{}, {}, loss {}, grads {}, {} step, device {}{}", to_string(o.optimizer), to_string(o.precision),
-                     to_string(o.loss), o.grads_set_to_none ? "set to none" : "zeroed",
-                     o.first_step ? "first" : "steady", to_string(o.device),
-                     o.foreach ? (*o.foreach ? ", foreach" : ", for-loop") : "");
-}
-
 constexpr train::Phase kPhases[] = {train::Phase::kResident, train::Phase::kForward, train::Phase::kLoss,
                                     train::Phase::kBackward, train::Phase::kOptimizer};
 
 }  // namespace
+
+std::string step_settings(const train::TrainOptions& o) {
+  return fmt::format("{}, {}, loss {}, grads {}, {} step, device {}{}{}", to_string(o.optimizer),
+                     to_string(o.precision), to_string(o.loss), o.grads_set_to_none ? "set to none" : "zeroed",
+                     o.first_step ? "first" : "steady", to_string(o.device),
+                     o.foreach ? (*o.foreach ? ", foreach" : ", for-loop") : "",
+                     o.torch ? ", torch " + o.torch->str() : "");
+}
 
 nlohmann::ordered_json batch_axis_json(const BatchAxis& axis) {
   using json = nlohmann::ordered_json;
@@ -54,11 +55,11 @@ nlohmann::ordered_json batch_axis_json(const BatchAxis& axis) {
           {"assumed", axis.assumed}};
 }
 
-std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& d, int top) {
+std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& d, const Verdict& verdict, int top) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
   line(fmt::format("Training step {} (predicted)", s.model));
-  line(fmt::format("            {}", settings(s.options)));
+  line(fmt::format("            {}", step_settings(s.options)));
   if (s.batch_axis.value > 0) {
     line(fmt::format("Batch       {}: {}", s.batch_axis.value, s.batch_axis.describe()));
   }
@@ -66,11 +67,17 @@ std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& 
                    format_count(s.frozen_parameters), format_bytes(s.parameter_bytes)));
   line();
   const bool cpu = s.options.device == train::Device::kCpu;
-  line(fmt::format("Device      {:>12}  reserved + overhead: what the {} must have free",
-                   format_bytes(d.device_bytes()), cpu ? "CPU" : "GPU"));
+  if (verdict.decided()) line("Verdict     " + verdict_line(verdict));
+  line(fmt::format("Needs       {:>12}  {}", format_bytes(verdict.device_bytes),
+                   cpu ? std::string("the tensors' peak: the CPU keeps no cache")
+                       : fmt::format("the least GPU the step runs on: the {} allocator, capped, returns its cache "
+                                     "and retries; overhead included",
+                                     d.allocator)));
   line(fmt::format("  {:<18}{:>12}  {}", "reserved", format_bytes(d.reserved_peak),
                    cpu ? std::string("no cache on the CPU: what is allocated")
-                       : fmt::format("the step replayed under the {} allocator (max_memory_reserved)", d.allocator)));
+                       : fmt::format("unconstrained: the step replayed under the {} allocator on a GPU with room to "
+                                     "spare (max_memory_reserved)",
+                                     d.allocator)));
   line(fmt::format("  {:<18}{:>12}  {}", "overhead", format_bytes(d.overhead),
                    cpu                        ? "none on the CPU"
                    : s.options.overhead_bytes ? "CUDA context and workspaces (--overhead)"
@@ -103,7 +110,8 @@ std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& 
   return out;
 }
 
-nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceMemory& d, int top) {
+nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceMemory& d, const Verdict& verdict,
+                                     int top) {
   using json = nlohmann::ordered_json;
   const auto& o = s.options;
   json doc;
@@ -125,8 +133,9 @@ nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceM
   doc["parameters"] = {
       {"trainable", s.trainable_parameters}, {"frozen", s.frozen_parameters}, {"bytes", s.parameter_bytes}};
   doc["allocated_peak_bytes"] = d.allocated_peak;
-  doc["reserved_peak_bytes"] = d.reserved_peak;
-  doc["device_bytes"] = d.device_bytes();
+  doc["reserved_peak_bytes"] = d.reserved_peak;  // unconstrained
+  doc["device_bytes"] = verdict.device_bytes;    // the least device the step runs in
+  doc["verdict"] = verdict_json(verdict);
   doc["peak_bytes"] = s.peak_bytes;
   doc["peak_phase"] = to_string(s.peak_phase);
   doc["peak_op"] = s.peak_op;

@@ -62,4 +62,29 @@ DeviceMemory device_memory(const TrainingStep& step, uint64_t budget) {
   return d;
 }
 
+uint64_t least_device_bytes(const TrainingStep& step, uint64_t budget) {
+  const DeviceMemory unconstrained = device_memory(step);
+  if (unconstrained.allocator.empty()) return unconstrained.device_bytes();  // the CPU: nothing cached
+  const uint64_t overhead = unconstrained.overhead;
+  const auto runs = [&](uint64_t device) { return device > overhead && !device_memory(step, device).runs_out; };
+  constexpr uint64_t kGrain = uint64_t{2} << 20;
+  // The step cannot run in less than its tensors; it runs in what it
+  // reserves with no cap. The search does not depend on `budget`, so every
+  // command gets the same figure for the same step.
+  uint64_t lo = unconstrained.allocated_peak + overhead - 1;  // does not run
+  uint64_t hi = unconstrained.device_bytes();                 // runs
+  while (hi - lo > kGrain) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (runs(mid) ? hi : lo) = mid;
+  }
+  // Running under a cap is not monotone in the cap for every allocator: the
+  // replay at `budget` is the truth for that GPU, and the figure follows it.
+  if (budget != 0) {
+    const bool ran = runs(budget);
+    if (ran && hi > budget) return budget;
+    if (!ran && hi <= budget) return budget + 1;
+  }
+  return hi;
+}
+
 }  // namespace gpumem::train

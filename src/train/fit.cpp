@@ -238,6 +238,9 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
     current = std::move(c);
   };
   const auto may = [&](Lever lever) { return request.keep.count(lever) == 0; };
+  for (Lever l : {Lever::kOptimizer, Lever::kPrecision, Lever::kCheckpoint, Lever::kBatch, Lever::kOffload}) {
+    if (may(l) && (l != Lever::kOffload || request.gpus > 1 || request.offload)) r.levers.push_back(l);
+  }
   const bool foreach = current.options.foreach.value_or(current.options.device == Device::kCuda);
   if (may(Lever::kOptimizer) && foreach) {
     apply("--foreach off",
@@ -269,7 +272,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   uint64_t weight_bytes = 0;
   auto shard = [&](const TrainingStep& step, int max_rank, bool checkpointed) {
     // One GPU: only offloading changes what it holds (ZeRO-Offload).
-    if (chosen || (request.gpus < 2 && max_rank < kOffloadRank)) return;
+    if (chosen || (request.gpus < 2 && (max_rank < kOffloadRank || !request.offload))) return;
     const ModelStates states = model_states_of(step);
     weight_bytes = states.parameters * states.weight_bytes_per_parameter;
     auto plans = sharding_plans(states, cluster);
@@ -326,6 +329,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
     r.options = current.options;
     r.device = current.device;
     r.predicted_peak = per_gpu;
+    r.verdict = {request.budget, per_gpu};
     r.fits = true;
     r.step = std::move(current.step);
     return r;
@@ -337,6 +341,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   r.predicted_peak = current.need();
   r.fits = current.fits();
   r.step = std::move(current.step);
+  r.verdict = {request.budget, least_device_bytes(r.step, request.budget)};
   return r;
 }
 
@@ -360,19 +365,21 @@ std::optional<Lever> parse_lever(const std::string& name) {
 }
 
 FitResult fit_training(const std::string& path, const FitRequest& request) {
-  if (request.budget == 0) throw InputError("--budget: give the memory available, e.g. 24GiB");
+  if (request.budget == 0) throw InputError("give the GPU's memory (the budget), e.g. 24GiB");
   if (!request.max_batch) return fit_at(path, request, std::nullopt);
   // The largest batch that fits: double until one does not, then bisect.
   // The peak grows with the batch, so the search finds the boundary.
   std::vector<FitAttempt> tried;
+  std::optional<FitResult> failed;  // the last batch that did not fit
   auto attempt = [&](int64_t b) {
     FitResult r = fit_at(path, request, b);
-    tried.push_back({b, r.fits, r.predicted_peak});
+    tried.push_back({b, r.fits, r.verdict.device_bytes});
+    if (!r.fits) failed = r;
     return r;
   };
   FitResult best = attempt(1);
   if (!best.fits) {
-    best.next_batch_peak = best.predicted_peak;
+    best.next_batch_peak = best.verdict.device_bytes;
     best.batches_tried = std::move(tried);
     return best;
   }
@@ -395,9 +402,8 @@ FitResult fit_training(const std::string& path, const FitRequest& request) {
       hi = mid;
     }
   }
-  for (const auto& t : tried) {
-    if (t.batch == lo + 1) best.next_batch_peak = t.peak_bytes;
-  }
+  // The next batch's need, in the same terms as the verdict's.
+  if (failed && failed->batch == lo + 1) best.next_batch_peak = failed->verdict.device_bytes;
   // The same boundary without checkpointing, for comparison.
   int64_t a = 0, b = lo + 1;
   while (b - a > 1) {

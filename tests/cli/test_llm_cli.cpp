@@ -23,7 +23,7 @@ TEST(CliLlm, EveryFigureIsExplainedOnItsLine) {
        {"8,030,261,248 parameters: BF16 14.96 GiB",
         "KV cache       1.00 GiB  128.00 KiB per token = 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 B",
         "logits = 128256 vocab x 512 tokens x 4 B", "CUDA context and runtime", "FITS", "Longest context",
-        "Largest batch", "GPU layers        32 of 32 on one GPU (llama.cpp -ngl 33)"}) {
+        "Largest batch", "GPU layers        32 of 32 on one GPU (-ngl 33)", "FITS a GPU of 24.00 GiB: needs "}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
   }
 }

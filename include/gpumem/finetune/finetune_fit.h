@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/common/verdict.h"
 #include "gpumem/finetune/finetune.h"
 #include "gpumem/train/device_memory.h"
 #include "gpumem/train/sharding.h"
@@ -50,7 +51,8 @@ struct FinetunePlan {
   FinetuneStep step;
   train::DeviceMemory device;
   uint64_t gpu_bytes = 0;  // 0: no budget given
-  bool fits = false;       // with a budget
+  Verdict verdict;         // the least device memory the step runs in (per GPU with several), against gpu_bytes
+  bool fits = false;       // verdict.fits()
   std::optional<uint64_t> max_seq, max_micro_batch;
   bool max_seq_capped = false;          // the search stopped at max_position_embeddings
   std::vector<FinetuneChange> changes;  // when it does not fit: single changes, those that fit first

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "gpumem/common/verdict.h"
 #include "gpumem/model/inspect.h"
 #include "gpumem/plan/solver.h"
 #include "gpumem/plan/validate.h"
@@ -26,7 +27,8 @@ struct PlanReport {
   std::optional<int64_t> capacity;
   // CSV: arena <= capacity. Models: needed_bytes() <= capacity, since the
   // weights and the runtime share the device with the arena. True without one.
-  bool fits = true;
+  Verdict verdict;   // needed_bytes() against the capacity (common/verdict.h); undecided without one
+  bool fits = true;  // no capacity, or the verdict fits
   // Models only.
   uint64_t naive_bytes = 0;  // every activation its own memory
   int in_place_tensors = 0;

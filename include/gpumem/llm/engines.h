@@ -33,6 +33,11 @@ struct EngineRules {
   bool vllm_v1 = true;                // the V1 engine (0.8 on): blocks per layer group, tokens reported
   bool vllm_non_torch = true;         // 0.6.4 on: non-torch memory counted apart from the profile peak
   bool vllm_graphs_profiled = false;  // CUDA graphs' memory taken before the KV cache is sized
+
+  // ollama, whichever rules size it (its own estimate, or llama.cpp's in
+  // releases that allocate as llama.cpp does): its words (num_gpu) and its
+  // library's defaults (4-bit tags) apply.
+  bool is_ollama() const { return name == "ollama"; }
 };
 
 // The rules for "llama.cpp", "llama.cpp@b4000" (or @4000), "ollama",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpumem/common/device_defaults.h"
+#include "gpumem/common/verdict.h"
 #include "gpumem/llm/engines.h"
 #include "gpumem/llm/llm_memory.h"
 #include "gpumem/llm/llm_model.h"
@@ -83,9 +84,30 @@ struct MultiGpu {
   bool pipeline_fits = false;
 };
 
+// The model at one quantization level, placed as the engine places it.
+struct QuantLevel {
+  std::string quant;  // a `gpumem quantize --type` recipe: "q8_0", "q4_k_m"...
+  uint64_t weights_bytes = 0;
+  Verdict verdict;  // every layer on the GPU at the request's context and batch
+};
+
 struct LlmPlan {
   LlmModel model;  // with the weights priced at the requested quantization
   LlmRequest request;
+  // Whether it runs with everything the engine puts on the GPU there:
+  // llama.cpp (and ollama, which runs it) keep the token embeddings in host
+  // memory at any -ngl ("there is little benefit to offloading the input
+  // layer"), so one GPU holds every layer, their cache, the output layer,
+  // one forward and the overhead (offload at every layer); over several
+  // GPUs, the placement below.
+  Verdict verdict;
+  uint64_t host_bytes = 0;  // one GPU: what that placement leaves in host memory (the token embeddings)
+  // Ollama's library tags are 4-bit: with --engine ollama and no --quant, a
+  // full-precision source is priced as q4_k_m ("" when not).
+  std::string default_quant;
+  // What else would run: the quantization levels llama.cpp writes, from the
+  // largest, each placed as above (empty over several GPUs).
+  std::vector<QuantLevel> quant_levels;
   uint64_t context = 0;  // the context used (the request's or the model's)
   KvTypes kv_types;
   KvCache kv;

@@ -47,4 +47,13 @@ struct DeviceMemory {
 // the peak under that limit); runs_out says whether it failed all the same.
 DeviceMemory device_memory(const TrainingStep& step, uint64_t budget = 0);
 
+// The least device memory the step runs in (overhead included): the
+// smallest GPU on which device_memory() does not run out, bisected to 2 MiB
+// (the caching allocator's small-segment size) between the allocated peak and
+// the unconstrained reserved peak. This is what "needs" means in every
+// report, with or without --gpu, and the same figure whatever --gpu is. With
+// `budget` it agrees with device_memory(step, budget).runs_out by
+// construction: at most `budget` when the step runs there, more when not.
+uint64_t least_device_bytes(const TrainingStep& step, uint64_t budget = 0);
+
 }  // namespace gpumem::train

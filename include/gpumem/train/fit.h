@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumem/common/verdict.h"
 #include "gpumem/train/checkpoint_plan.h"
 #include "gpumem/train/device_memory.h"
 #include "gpumem/train/sharding.h"
@@ -36,6 +37,10 @@ struct FitRequest {
   std::set<Lever> keep;    // levers fit must not pull
   bool max_batch = false;  // search the largest batch (on the model's batch axis)
   int gpus = 1;            // > 1: memory per GPU under DeepSpeed, FSDP and pipeline stages
+  // On one GPU, whether fit may move optimizer states and parameters to
+  // CPU memory (DeepSpeed ZeRO-Offload). Off unless asked: a user who names
+  // one GPU asks what that GPU can do with the code they run.
+  bool offload = false;
 };
 
 struct FitChange {
@@ -62,16 +67,24 @@ struct FitResult {
   // What the decision is made on: device.device_bytes() (the reserved peak
   // under the allocator + the overhead), with the changes.
   uint64_t predicted_peak = 0;
-  DeviceMemory device;             // the chosen step on the device
+  DeviceMemory device;  // the chosen step on the device
+  // The answer (common/verdict.h): the least device memory the chosen step
+  // runs in (least_device_bytes, or a strategy's bytes per GPU + the
+  // overhead) against the budget.
+  Verdict verdict;
   TrainingStep step;               // the chosen step (fit --trace writes it)
   TrainOptions options;            // as chosen: precision, optimizer, checkpoint modules
   CheckpointPlan checkpoint;       // empty modules when none is needed
   std::vector<FitChange> changes;  // in the order applied
+  // The levers fit was free to pull: all but --keep's, and offload on one
+  // GPU only when asked for.
+  std::vector<Lever> levers;
   // When it does not fit: why, in one sentence (what alone exceeds the
   // budget), and what would come closer.
   std::string why_not;
   // --max-batch: the largest batch that fits without checkpointing, and
-  // the next batch's predicted peak with the chosen changes (it does not fit).
+  // the least device memory the next batch needs with the chosen changes
+  // (more than the budget: it does not fit).
   std::optional<int64_t> max_batch_without_checkpointing;
   std::optional<uint64_t> next_batch_peak;
   std::vector<FitAttempt> batches_tried;
