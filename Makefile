@@ -20,9 +20,12 @@ build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	@scripts/python-path.sh $(BUILD_DIR)
 
-# What `make run` needs: the library and the CLI, not the tests and benchmarks.
+# What `make run` and the README's Python quick start need: the library, the
+# CLI and the Python module (imported from the build folder), not the tests
+# and benchmarks.
 build-cli: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target gpumem_cli
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target gpumem_cli gpumem_python gpumem_python_sources
+	@scripts/python-path.sh $(BUILD_DIR)
 
 run: build-cli
 	@$(BUILD_DIR)/gpumem inspect $(EXAMPLE)

@@ -1,8 +1,8 @@
-// Goals (issue 32): a 70B config answers in under 50 ms; --max-seq in under
+// Goals (issue 32): a 70B config answers in under 50 ms; --max-context in under
 // 1 s. Llama-3-70B's shape (80 layers, hidden 8192, 64 heads, 8 KV heads,
 // ff 28672, vocab 128256), QLoRA r 16 on all seven linear layers, 4,096
 // tokens, every layer checkpointed: the step, then the step and its device
-// memory (what `gpumem finetune` prints), then --max-seq on an 80 GiB GPU.
+// memory (what `gpumem finetune` prints), then --max-context on an 80 GiB GPU.
 #include <benchmark/benchmark.h>
 
 #include "gpumem/finetune/finetune_fit.h"

@@ -16,7 +16,7 @@ loaded=$(mktemp --suffix=.csv)
 trap 'rm -f "$loaded"' EXIT
 "$bin" serve-sim --generate sharegpt --rate 8 --count 1000 -o "$loaded"
 for trace in examples/serve/*.csv "$loaded"; do
-  "$bin" serve-sim --model "$model" --gpu "$gpu" --requests "$trace" --json |
+  "$bin" serve-sim "$model" --gpu "$gpu" --requests "$trace" --json |
     /usr/bin/python3 -c '
 import json, sys
 name = sys.argv[1]

@@ -53,28 +53,32 @@ Action add_finetune_command(CLI::App& app) {
                   "freeze: how many of the last layers train, with the final norm and the head (default 1)")
       ->check(kPositiveInteger);
   add_step_flags(*cmd, args->step_flags);
-  cmd->add_option("--seq", args->seq, "Tokens per sequence (default 2048)")->check(kPositiveInteger);
-  cmd->add_option("--micro-batch", args->micro_batch, "Sequences per forward (default 1)")->check(kPositiveInteger);
+  add_context_option(*cmd, args->seq, "Tokens per sequence (default 2048)");
+  cmd->add_option("--batch", args->micro_batch, "Sequences per forward, per GPU: the micro-batch (default 1)")
+      ->check(kPositiveInteger);
+  add_renamed_flag(*cmd, "--micro-batch", "--batch", args->micro_batch, kPositiveInteger);
   cmd->add_option("--grad-accum", args->grad_accum,
                   "Micro-batches per optimizer step (memory is one micro-batch's; the report says the effective batch)")
       ->check(kPositiveInteger);
-  cmd->add_option("--checkpointing", args->checkpointing,
+  cmd->add_option("--checkpoint", args->checkpointing,
                   "none | layers: every decoder layer under torch.utils.checkpoint (default none)")
       ->check(CLI::IsMember({"none", "layers"}));
+  add_renamed_flag(*cmd, "--checkpointing", "--checkpoint", args->checkpointing);
   cmd->add_option("--attention", args->attention,
                   "eager (the [b, heads, s, s] scores) | sdpa | flash (fused: O(s)) (default sdpa)")
       ->check(CLI::IsMember({"eager", "sdpa", "flash"}));
   cmd->add_flag("--shift-copy", args->shift_copy,
                 "The loss copies the shifted logits, as transformers before 4.46 does (default: the newer padding)");
   add_gpu_memory_option(*cmd, args->gpu, "Memory of one GPU, e.g. 24GiB: whether it fits, and what would");
-  cmd->add_option("--gpus", args->gpus, "GPUs in data parallel; --micro-batch is per GPU (default 1)")
+  cmd->add_option("--gpus", args->gpus, "GPUs in data parallel; --batch is per GPU (default 1)")
       ->check(kPositiveInteger);
   cmd->add_option("--strategy", args->strategy,
                   "With --gpus: ddp | zero1 | zero2 | zero3 (DeepSpeed) | fsdp (FULL_SHARD) (default ddp)")
       ->check(CLI::IsMember({"ddp", "zero1", "zero2", "zero3", "fsdp"}));
   cmd->add_flag("--offload", args->offload, "With --strategy zero*: the optimizer states in CPU memory");
-  cmd->add_flag("--max-seq", args->max_seq, "With --gpu: the longest --seq that fits");
-  cmd->add_flag("--max-batch", args->max_batch, "With --gpu: the largest --micro-batch that fits");
+  cmd->add_flag("--max-context", args->max_seq, "With --gpu: the longest --context that fits");
+  add_renamed_switch(*cmd, "--max-seq", "--max-context", args->max_seq);
+  cmd->add_flag("--max-batch", args->max_batch, "With --gpu: the largest --batch that fits");
   cmd->add_option("--top", args->top, "How many of the largest tensors at the peak to list")
       ->check(kNonNegativeInteger);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/finetune.md)");
@@ -82,7 +86,19 @@ Action add_finetune_command(CLI::App& app) {
   cmd->add_option("--trace", args->trace_out, "Write the predicted step as a gpumem trace (gpumem replay reads it)")
       ->type_name("FILE");
 
-  return [args]() {
+  return [args, cmd]() {
+    // Each method's own flags, refused under the others.
+    const bool lora = args->method == "lora" || args->method == "qlora";
+    if (!lora)
+      refuse_flags(*cmd, {"--lora-r", "--lora-targets", "--lora-dropout"}, "to --method " + args->method,
+                   "they shape LoRA's adapters (--method lora or qlora)");
+    if (args->method != "qlora")
+      refuse_flags(*cmd, {"--quant"}, "to --method " + args->method,
+                   "it is the frozen base's 4-bit or 8-bit format under --method qlora");
+    if (args->method != "freeze")
+      refuse_flags(*cmd, {"--freeze-layers"}, "to --method " + args->method,
+                   "it counts the layers that train under --method freeze");
+    if (args->gpus < 2) refuse_flags(*cmd, {"--strategy"}, "on one GPU", "give --gpus N (N > 1) with it");
     static const std::map<std::string, finetune::FinetuneMethod> methods = {
         {"full", finetune::FinetuneMethod::kFull},
         {"freeze", finetune::FinetuneMethod::kFreeze},
@@ -105,11 +121,13 @@ Action add_finetune_command(CLI::App& app) {
     o.seq = args->seq;
     o.micro_batch = args->micro_batch;
     o.grad_accum = args->grad_accum;
+    if (args->checkpointing != "none" && args->checkpointing != "layers")
+      throw InputError("--checkpoint: '" + args->checkpointing + "' is not none or layers");
     o.checkpointing = args->checkpointing == "layers";
     o.attention = attentions.at(args->attention);
     o.shift_copy = args->shift_copy;
     if ((args->max_seq || args->max_batch) && args->gpu.empty())
-      throw InputError(std::string(args->max_seq ? "--max-seq" : "--max-batch") + " needs --gpu SIZE");
+      throw InputError(std::string(args->max_seq ? "--max-context" : "--max-batch") + " needs --gpu SIZE");
     const uint64_t gpu = args->gpu.empty() ? 0 : parse_memory_flag("--gpu", args->gpu);
     const llm::LlmModel model = llm::load_llm_model(args->model);
     static const std::map<std::string, finetune::Strategy> strategies = {{"ddp", finetune::Strategy::kDdp},

@@ -25,14 +25,14 @@ Action add_fit_command(CLI::App& app) {
     std::vector<std::string> keep;
     StepFlags step_flags;
     ModelFlags flags;
-    bool max_batch = false, json = false;
+    bool max_batch = false, json = false, offload = false;
     int gpus = 1;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
   add_gpu_memory_option(*cmd, args->gpu,
-                        "Memory of one GPU (e.g. 24GiB): the step's reserved peak under --allocator plus --overhead "
-                        "must fit it (required)");
+                        "Memory of one GPU (e.g. 24GiB): the least memory the step runs in under --allocator, "
+                        "--overhead included, must fit it (required)");
   add_shape_flags(*cmd, args->flags);
   cmd->add_flag("--max-batch", args->max_batch,
                 "Find the largest batch (the batch axis, as --batch binds it) that fits");
@@ -45,6 +45,9 @@ Action add_fit_command(CLI::App& app) {
                   "GPUs to spread the step over: memory per GPU under DeepSpeed ZeRO, FSDP and "
                   "pipeline stages")
       ->check(kPositiveInteger);
+  cmd->add_flag("--offload", args->offload,
+                "One GPU: let fit move optimizer states and parameters to CPU memory (DeepSpeed ZeRO-Offload); "
+                "never tried otherwise on one GPU");
   cmd->add_option("--emit", args->emit,
                   "checkpoint (checkpoint.json), deepspeed (ds_config.json) or fsdp (fsdp_wrap.py), into --output-dir")
       ->check(CLI::IsMember({"checkpoint", "deepspeed", "fsdp"}));
@@ -55,7 +58,7 @@ Action add_fit_command(CLI::App& app) {
                   "Write the chosen step, changes applied, as a gpumem trace (gpumem replay reads it)")
       ->type_name("FILE");
 
-  return [args]() {
+  return [args, cmd]() {
     train::FitRequest request;
     request.options.model = to_inspect_options(args->flags);
     apply_step_flags(args->step_flags, request.options);
@@ -70,10 +73,14 @@ Action add_fit_command(CLI::App& app) {
     require_flag("--gpu", args->gpu, "the memory of one GPU, e.g. 24GiB");
     request.budget = parse_memory_flag("--gpu", args->gpu);
     request.gpus = args->gpus;
+    request.offload = args->offload;
+    if (args->offload && request.keep.count(train::Lever::kOffload))
+      throw InputError("fit: --offload asks for the lever --keep offload forbids; give one of them");
     if ((args->emit == "deepspeed" || args->emit == "fsdp") && args->gpus < 2) {
       throw InputError("fit: --emit " + args->emit + " needs --gpus N (N > 1)");
     }
     if (args->max_batch && args->flags.batch) throw InputError("fit: give --batch N or --max-batch, not both");
+    if (args->emit.empty()) refuse_flags(*cmd, {"--output-dir"}, "without --emit", "it is where --emit writes");
     const train::FitResult fit = train::fit_training(args->model, request);
     // Settings for a step that does not fit are not settings to run with:
     // nothing is written (a checkpoint.json from an earlier run stays).

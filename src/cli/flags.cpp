@@ -4,8 +4,10 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
 #include "gpumem/common/error.h"
+#include "gpumem/common/units.h"
 
 namespace gpumem::cli {
 
@@ -49,6 +51,80 @@ const CLI::Validator kNonNegativeNumber(
     },
     "NUMBER>=0");
 
+const CLI::Validator kTokenCount(
+    [](std::string& text) -> std::string {
+      const auto tokens = parse_tokens(text);
+      if (!tokens || *tokens == 0) return "'" + text + "' is not a token count (e.g. 4096, 8k, 128k)";
+      text = std::to_string(*tokens);
+      return {};
+    },
+    "TOKENS");
+
+namespace {
+
+std::string old_name_of(const std::string& new_name) { return "Old name of " + new_name; }
+
+std::function<void(const std::string&)> renamed_note(const std::string& old_name, const std::string& new_name) {
+  return [old_name, new_name](const std::string&) {
+    std::fprintf(err(), "gpumem: note: %s is now %s, the same flag on every command\n", old_name.c_str(),
+                 new_name.c_str());
+  };
+}
+
+}  // namespace
+
+CLI::Option* add_renamed_flag(CLI::App& cmd, const std::string& old_name, const std::string& new_name, uint64_t& value,
+                              const CLI::Validator& check) {
+  return cmd.add_option(old_name, value, old_name_of(new_name))
+      ->transform(check)
+      ->each(renamed_note(old_name, new_name))
+      ->group("");
+}
+
+CLI::Option* add_renamed_switch(CLI::App& cmd, const std::string& old_name, const std::string& new_name, bool& value) {
+  return cmd
+      .add_flag_function(
+          old_name,
+          [&value, note = renamed_note(old_name, new_name)](std::int64_t) {
+            note("");
+            value = true;
+          },
+          old_name_of(new_name))
+      ->group("");
+}
+
+CLI::Option* add_context_option(CLI::App& cmd, uint64_t& tokens, const std::string& description) {
+  CLI::Option* context =
+      cmd.add_option("--context", tokens, description + " (e.g. 4096 or 8k)")->transform(kTokenCount);
+  for (const char* old_name : {"--seq", "--seq-len", "--seq_len", "--seq-length", "--sequence-length", "--ctx",
+                               "--ctx-size", "-c", "--n-ctx", "--num-ctx", "--max-model-len", "--context-length"}) {
+    add_renamed_flag(cmd, old_name, "--context", tokens, kTokenCount);
+  }
+  return context;
+}
+
+bool flag_given(const CLI::App& cmd, const std::string& name) {
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0) continue;
+    const std::string& about = o->get_description();
+    // An old name's description is "Old name of <new name>", where the new
+    // name may be written "-o/--output" or "the positional MODEL".
+    const bool old_name =
+        about.rfind(old_name_of(""), 0) == 0 && about.find(name, old_name_of("").size()) != std::string::npos;
+    if (o->check_name(name) || old_name) return true;
+  }
+  return false;
+}
+
+void refuse_flags(const CLI::App& cmd, std::initializer_list<const char*> flags, const std::string& where,
+                  const std::string& instead) {
+  for (const char* flag : flags) {
+    if (flag_given(cmd, flag)) {
+      throw InputError(std::string(flag) + " does not apply " + where + (instead.empty() ? "" : "; " + instead));
+    }
+  }
+}
+
 CLI::Option* add_renamed_flag(CLI::App& cmd, const std::string& old_name, const std::string& new_name,
                               std::string& value) {
   return cmd
@@ -59,7 +135,7 @@ CLI::Option* add_renamed_flag(CLI::App& cmd, const std::string& old_name, const 
                          new_name.c_str());
             value = text;
           },
-          "Old name of " + new_name)
+          old_name_of(new_name))
       ->group("");  // hidden from --help and from the flag table
 }
 

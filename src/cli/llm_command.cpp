@@ -33,8 +33,7 @@ Action add_llm_command(CLI::App& app) {
   cmd->add_option("MODEL", args->model,
                   "A .gguf file, a Hugging Face folder (config.json and *.safetensors) or a config.json")
       ->required();
-  cmd->add_option("--context", args->context, "Tokens cached per sequence (default: the model's training context)")
-      ->check(kPositiveInteger);
+  add_context_option(*cmd, args->context, "Tokens cached per sequence (default: the model's training context)");
   cmd->add_option("--batch", args->batch, "Sequences served at once, each with --context tokens")
       ->check(kPositiveInteger);
   cmd->add_option("--ubatch", args->ubatch, "Tokens one forward processes (llama.cpp's n_ubatch)")
@@ -68,8 +67,33 @@ Action add_llm_command(CLI::App& app) {
                   "vllm: requests of --context tokens to serve at once; answers the utilization and context that fit")
       ->check(kPositiveInteger);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/llm.md)");
-  return [args]() {
+  return [args, cmd]() {
     const llm::EngineRules engine = llm::engine_rules(args->engine);
+    // A flag of one engine is refused under another, never ignored.
+    if (engine.kind == llm::EngineKind::kVllm) {
+      refuse_flags(*cmd, {"--batch"}, "under --engine vllm",
+                   "vLLM serves as many sequences as fit: --concurrency N asks whether N requests of --context tokens "
+                   "fit, --max-seqs caps them");
+      refuse_flags(*cmd, {"--ubatch"}, "under --engine vllm", "one forward's tokens are --token-budget");
+      refuse_flags(*cmd, {"--overhead"}, "under --engine vllm", "memory outside PyTorch is --non-torch");
+      refuse_flags(*cmd, {"--flash-attn", "--pcie"}, "under --engine vllm",
+                   "they are llama.cpp's; vLLM neither chooses its attention kernel by flag nor offloads layers");
+      refuse_flags(*cmd, {"--quant"}, "under --engine vllm",
+                   "vLLM sizes the checkpoint as given: give an AWQ, GPTQ or FP8 checkpoint's folder (pricing a "
+                   "quantization vLLM would apply is not built yet)");
+      if (args->kv_dtype != "f16" && args->kv_dtype != "bf16" && args->kv_dtype != "auto" && args->kv_dtype != "fp8" &&
+          args->kv_dtype != "fp8_e4m3" && args->kv_dtype != "fp8_e5m2") {
+        throw InputError("--kv-dtype " + args->kv_dtype +
+                         ": under --engine vllm the KV cache is auto (the model's type, f16 or bf16) or fp8, "
+                         "fp8_e4m3, fp8_e5m2 (vLLM's --kv-cache-dtype)");
+      }
+    } else {
+      refuse_flags(*cmd,
+                   {"--gpu-memory-utilization", "--token-budget", "--max-seqs", "--block-tokens", "--enforce-eager",
+                    "--non-torch", "--concurrency"},
+                   "under --engine " + args->engine,
+                   "it is vLLM's (--engine vllm); llama.cpp and ollama serve --batch sequences of --context tokens");
+    }
     if (engine.kind == llm::EngineKind::kVllm) {
       require_flag("--gpu", args->gpu, "the memory of one GPU, e.g. 80GiB");
       llm::VllmRequest v;
@@ -83,7 +107,7 @@ Action add_llm_command(CLI::App& app) {
       v.enforce_eager = args->enforce_eager;
       v.target_concurrency = args->concurrency;
       if (!args->non_torch.empty()) v.non_torch_bytes = parse_memory_flag("--non-torch", args->non_torch, true);
-      if (args->kv_dtype == "fp8") v.kv_bytes_per_value = 1;
+      if (args->kv_dtype.rfind("fp8", 0) == 0) v.kv_bytes_per_value = 1;
       const llm::LlmModel model = llm::load_llm_model(args->model);
       const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
       if (args->json) {

@@ -64,6 +64,11 @@ Action add_plan_command(CLI::App& app) {
 
   return [args, cmd]() {
     if (!args->validate.empty()) {
+      refuse_flags(*cmd,
+                   {"INPUT", "--batch", "--batch-dim", "--dim", "--dtype", "--weights-dtype", "--activations-dtype",
+                    "--gpu", "--overhead", "--minimize", "--time-limit", "--solver", "--alignment", "--output",
+                    "--json", "--html", "--no-inplace", "--threads"},
+                   "with --validate", "--validate checks a plan and stops; plan it in a second run");
       const infer::ValidationReport report = infer::validate_plan_file(args->validate);
       std::fputs(render_validation_text(report).c_str(), report.violation ? err() : out());
       return report.violation ? kExitInvalidPlan : kExitOk;
@@ -74,13 +79,14 @@ Action add_plan_command(CLI::App& app) {
       if (auto wrong = wrong_kind_error(args->input, {FileKind::PlanCsv}, "a MiniMalloc CSV of buffers"))
         throw InputError(*wrong);
       // These shape a model's buffers; a CSV states its buffers itself.
-      for (const char* flag :
-           {"--batch", "--dim", "--dtype", "--weights-dtype", "--activations-dtype", "--no-inplace", "--overhead"}) {
-        if (cmd->count(flag) > 0) {
-          throw InputError(fmt::format("{}: {} applies to ONNX models, not to a CSV of buffers", args->input, flag));
-        }
-      }
+      refuse_flags(*cmd,
+                   {"--batch", "--batch-dim", "--dim", "--dtype", "--weights-dtype", "--activations-dtype",
+                    "--no-inplace", "--overhead"},
+                   "to a CSV of buffers (" + args->input + ")", "it shapes an ONNX model's buffers");
     }
+    if (!args->flags.batch) refuse_flags(*cmd, {"--batch-dim"}, "without --batch", "it says which axis --batch binds");
+    if (args->gpu.empty())
+      refuse_flags(*cmd, {"--minimize"}, "without --gpu", "it goes on past the first plan that fits --gpu");
     infer::PlanRequest request;
     request.model = to_inspect_options(args->flags);
     request.solve.time_limit_seconds = args->time_limit;

@@ -56,7 +56,8 @@ Action add_serve_sim_command(CLI::App& app) {
     std::string model, gpu, requests, overhead, quant, kv_dtype = "f16", engine = "llama.cpp";
     double gpu_memory_utilization = 0.9;
     std::vector<std::string> policies;
-    uint32_t max_model_len = 4096, block_tokens = 16, token_budget = 2048, max_seqs = 256;
+    uint64_t max_model_len = 4096;
+    uint32_t block_tokens = 16, token_budget = 2048, max_seqs = 256;
     bool no_prefix_cache = false, json = false;
     std::string flops = "494.5e12", bandwidth = "2.68TB", step_overhead = "0.0005";
     std::string generate, output;
@@ -64,15 +65,14 @@ Action add_serve_sim_command(CLI::App& app) {
     double rate = 0;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--model", args->model,
-                  "A .gguf file, a Hugging Face folder or a config.json (what gpumem llm takes)");
+  cmd->add_option("MODEL", args->model, "A .gguf file, a Hugging Face folder or a config.json (what gpumem llm takes)");
+  add_renamed_flag(*cmd, "--model", "the positional MODEL", args->model);
   add_gpu_memory_option(*cmd, args->gpu, "Memory of the GPU, e.g. 80GiB");
   cmd->add_option("--requests", args->requests,
                   "Request trace: CSV arrival_s,prompt_tokens,output_tokens[,prefix_group[,prefix_tokens]] or JSON "
                   "lines, gzip or not");
   add_list_option(*cmd, "--policy", args->policies, "Policies to compare (default: contiguous,vllm,gpumem)", "POLICY");
-  cmd->add_option("--max-model-len", args->max_model_len, "Longest prompt + output a request may have")
-      ->check(kPositiveInteger);
+  add_context_option(*cmd, args->max_model_len, "Longest prompt + output a request may have (vLLM's max_model_len)");
   cmd->add_option("--block-tokens", args->block_tokens, "Tokens per KV block (paged policies)")
       ->check(kPositiveInteger);
   cmd->add_option("--token-budget", args->token_budget, "Tokens per step; prefills are chunked to fit")
@@ -95,11 +95,29 @@ Action add_serve_sim_command(CLI::App& app) {
   cmd->add_option("--count", args->count, "With --generate: requests (default 1000)")->check(kPositiveInteger);
   cmd->add_option("--rate", args->rate, "With --generate: arrivals per second (default: the preset's)")
       ->check(CLI::PositiveNumber);
-  return [args]() {
+  return [args, cmd]() {
+    // Each flag belongs to one of the two jobs, and to one engine's rules:
+    // given to the other, it is refused rather than ignored.
+    if (!args->generate.empty()) {
+      refuse_flags(*cmd,
+                   {"MODEL", "--gpu", "--requests", "--policy", "--block-tokens", "--token-budget", "--max-seqs",
+                    "--no-prefix-cache", "--quant", "--engine", "--gpu-memory-utilization", "--kv-dtype", "--overhead",
+                    "--flops", "--bandwidth", "--step-overhead", "--json"},
+                   "with --generate", "it writes a request trace; simulate it in a second run with --requests");
+    } else {
+      refuse_flags(*cmd, {"--output", "--seed", "--count", "--rate"}, "without --generate",
+                   "they shape a generated trace (--generate PRESET)");
+    }
+    if (args->engine.rfind("vllm", 0) == 0) {
+      refuse_flags(*cmd, {"--overhead"}, "under --engine vllm", "vLLM's budget is --gpu-memory-utilization");
+      refuse_flags(*cmd, {"--quant"}, "under --engine vllm", "vLLM sizes the checkpoint as given");
+    } else {
+      refuse_flags(*cmd, {"--gpu-memory-utilization"}, "under --engine " + args->engine, "it is vLLM's");
+    }
     if (!args->generate.empty()) {
       serve::TraceShape shape = serve::trace_preset(args->generate);
       shape.seed = args->seed;
-      shape.max_model_len = args->max_model_len;
+      shape.max_model_len = static_cast<uint32_t>(args->max_model_len);  // < 2^32: kTokenCount
       if (args->count) shape.requests = args->count;
       if (args->rate > 0) shape.rate_per_s = args->rate;
       const std::string csv = serve::request_trace_csv(serve::generate_trace(shape));
@@ -110,7 +128,7 @@ Action add_serve_sim_command(CLI::App& app) {
       }
       return kExitOk;
     }
-    if (args->model.empty()) throw InputError("serve-sim: give --model (or --generate PRESET)");
+    if (args->model.empty()) throw InputError("serve-sim: give the MODEL (or --generate PRESET)");
     require_flag("--gpu", args->gpu, "the memory of the GPU, e.g. 80GiB");
     if (args->requests.empty())
       throw InputError("serve-sim: give --requests FILE (gpumem serve-sim --generate makes one)");
@@ -125,7 +143,7 @@ Action add_serve_sim_command(CLI::App& app) {
     if (!args->overhead.empty()) r.overhead_bytes = parse_memory_flag("--overhead", args->overhead, true);
     serve::SchedulerConfig config;
     config.block_tokens = args->block_tokens;
-    config.max_model_len = args->max_model_len;
+    config.max_model_len = static_cast<uint32_t>(args->max_model_len);
     config.token_budget = args->token_budget;
     config.max_sequences = args->max_seqs;
     config.prefix_caching = !args->no_prefix_cache;
@@ -147,7 +165,7 @@ Action add_serve_sim_command(CLI::App& app) {
       v.max_num_batched_tokens = config.token_budget;
       v.max_num_seqs = config.max_sequences;
       v.block_size = config.block_tokens;
-      if (args->kv_dtype == "fp8") v.kv_bytes_per_value = 1;
+      if (args->kv_dtype.rfind("fp8", 0) == 0) v.kv_bytes_per_value = 1;
       vllm = llm::size_vllm(model, v, r.engine);
     }
     const serve::ServeSetup setup = llm::serve_setup(model, r, config, time, vllm ? &*vllm : nullptr);

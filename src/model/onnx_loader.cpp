@@ -128,6 +128,11 @@ void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const 
   if (options.batch) {
     if (*options.batch <= 0)
       throw InputError(fmt::format("--batch {}: the batch size must be positive", *options.batch));
+    // Two values for one axis: neither may win silently.
+    if (!axis.symbol.empty() && options.dims.count(axis.symbol) && options.dims.at(axis.symbol) != *options.batch)
+      throw InputError(fmt::format("--batch {} and --dim {}={} both bind {}'s batch axis{}; give one", *options.batch,
+                                   axis.symbol, options.dims.at(axis.symbol), name,
+                                   options.batch_dim.empty() ? "" : " (the one --batch-dim names)"));
     detail::bind_batch(graph, axis, *options.batch);
   }
 }

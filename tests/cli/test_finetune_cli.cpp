@@ -17,7 +17,8 @@ std::string config(const std::string& name = "meta-llama-3-8b") {
 }
 
 TEST(CliFinetune, JsonHasTheIssuesFieldsAndTheBreakdownSumsToThePeak) {
-  const CliRun r = run("finetune " + config() + " --method lora --seq 2048 --gpu 24GiB --max-seq --max-batch --json");
+  const CliRun r =
+      run("finetune " + config() + " --method lora --context 2048 --gpu 24GiB --max-context --max-batch --json");
   ASSERT_TRUE(r.code == 0 || r.code == 3) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   for (const char* field : {"peak_bytes", "reserved_peak_bytes", "device_bytes", "trainable_parameters", "breakdown",
@@ -32,13 +33,13 @@ TEST(CliFinetune, JsonHasTheIssuesFieldsAndTheBreakdownSumsToThePeak) {
   EXPECT_EQ(doc["fits"].get<bool>(), r.code == 0);
   // The longest sequence fits and one more token does not.
   const uint64_t longest = doc["max_seq"];
-  const std::string at = "finetune " + config() + " --method lora --gpu 24GiB --seq ";
+  const std::string at = "finetune " + config() + " --method lora --gpu 24GiB --context ";
   EXPECT_EQ(run(at + std::to_string(longest)).code, 0);
   EXPECT_EQ(run(at + std::to_string(longest + 1)).code, 3);
 }
 
 TEST(CliFinetune, ASettingThatDoesNotFitListsTheChangesThatWould) {
-  const CliRun r = run("finetune " + config() + " --method full --precision bf16 --seq 4096 --gpu 48GiB --json");
+  const CliRun r = run("finetune " + config() + " --method full --precision bf16 --context 4096 --gpu 48GiB --json");
   ASSERT_EQ(r.code, 3) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   ASSERT_FALSE(doc["changes"].empty());
@@ -55,7 +56,7 @@ TEST(CliFinetune, ASettingThatDoesNotFitListsTheChangesThatWould) {
 
 TEST(CliFinetune, SeveralGpusAnswerPerGpu) {
   const CliRun r =
-      run("finetune " + config() + " --method full --seq 2048 --gpus 8 --strategy zero3 --gpu 80GiB --json");
+      run("finetune " + config() + " --method full --context 2048 --gpus 8 --strategy zero3 --gpu 80GiB --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   ASSERT_TRUE(doc["per_gpu"].is_object());
@@ -67,7 +68,7 @@ TEST(CliFinetune, SeveralGpusAnswerPerGpu) {
 
 TEST(CliFinetune, BadInputIsOneLineAndExit2) {
   for (const std::string& args :
-       {"finetune " + config() + " --max-seq", "finetune " + config() + " --seq 100000",
+       {"finetune " + config() + " --max-context", "finetune " + config() + " --context 100000",
         "finetune " + config() + " --lora-targets q,lm_head", "finetune " + config() + " --method dpo",
         std::string("finetune /nonexistent.json")}) {
     const CliRun r = run(args);

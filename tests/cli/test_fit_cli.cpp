@@ -98,8 +98,12 @@ TEST(CliFit, EveryLeverCheapestFirstUnlessKept) {
   const auto k = nlohmann::json::parse(kept.out);
   for (const auto& c : k["changes"]) EXPECT_NE(c["change"].get<std::string>().rfind("--", 0), 0u) << c;
   EXPECT_NE(k["why_not"].get<std::string>().find("--keep optimizer,precision,offload forbade"), std::string::npos) << k;
-  // Offloading the states to the CPU (ZeRO-Offload, one GPU) is the last lever.
-  const CliRun offload = run("fit " + bert + " --gpu 2GiB --keep optimizer,precision --json");
+  // One GPU named and no --offload: fit stays with what one GPU does, and
+  // never reaches for DeepSpeed (issue 46).
+  const CliRun one_gpu = run("fit " + bert + " --gpu 2GiB --keep optimizer,precision --json");
+  EXPECT_TRUE(nlohmann::json::parse(one_gpu.out)["sharding"].is_null()) << one_gpu.out;
+  // Offloading the states to the CPU (ZeRO-Offload, one GPU), asked for, is the last lever.
+  const CliRun offload = run("fit " + bert + " --gpu 2GiB --keep optimizer,precision --offload --json");
   ASSERT_EQ(offload.code, 0) << offload.err;
   const auto o = nlohmann::json::parse(offload.out);
   EXPECT_EQ(o["sharding"]["engine"], "deepspeed") << o;

@@ -22,7 +22,7 @@ std::string example(const std::string& name) {
 }
 
 TEST(CliServeSim, JsonHasOnePolicyObjectEachWithTheIssuesFields) {
-  const CliRun r = run("serve-sim --model " + config() + " --gpu 80GiB --requests " + example("alpaca") + " --json");
+  const CliRun r = run("serve-sim " + config() + " --gpu 80GiB --requests " + example("alpaca") + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["schema_version"], 1);
@@ -43,7 +43,7 @@ TEST(CliServeSim, JsonHasOnePolicyObjectEachWithTheIssuesFields) {
 
 TEST(CliServeSim, TextNamesTheBudgetAndEveryPolicy) {
   const CliRun r =
-      run("serve-sim --model " + config() + " --gpu 80GiB --requests " + example("sharegpt") + " --policy vllm,gpumem");
+      run("serve-sim " + config() + " --gpu 80GiB --requests " + example("sharegpt") + " --policy vllm,gpumem");
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* expected : {"KV cache    128.00 KiB per token", "Requests    1,000 over", "vllm", "gpumem",
                                "throughput (tok/s)", "latency p99"})
@@ -58,8 +58,8 @@ TEST(CliServeSim, UnderVllmThePoolIsTheOneGpumemLlmSizes) {
   const CliRun llm =
       run("llm " + config() + settings + " --context 4096 --token-budget 2048 --max-seqs 256 --block-tokens 16 --json");
   ASSERT_EQ(llm.code, 0) << llm.err;
-  const CliRun sim = run("serve-sim --model " + config() + settings + " --max-model-len 4096 --requests " +
-                         example("alpaca") + " --policy vllm --json");
+  const CliRun sim = run("serve-sim " + config() + settings + " --context 4096 --requests " + example("alpaca") +
+                         " --policy vllm --json");
   ASSERT_EQ(sim.code, 0) << sim.err;
   const auto vllm = nlohmann::json::parse(llm.out), served = nlohmann::json::parse(sim.out);
   const uint64_t pool = served["kv_budget_bytes"];
@@ -67,8 +67,8 @@ TEST(CliServeSim, UnderVllmThePoolIsTheOneGpumemLlmSizes) {
   EXPECT_EQ(pool / served["kv_bytes_per_token"].get<uint64_t>(), vllm["kv_tokens"].get<uint64_t>());
   EXPECT_NE(served["engine"].get<std::string>().find("vllm 0.8.5"), std::string::npos);
   // The default is llama.cpp's sizing, a different pool.
-  const CliRun llama = run("serve-sim --model " + config() + " --gpu 24GiB --max-model-len 4096 --requests " +
-                           example("alpaca") + " --policy vllm --json");
+  const CliRun llama = run("serve-sim " + config() + " --gpu 24GiB --context 4096 --requests " + example("alpaca") +
+                           " --policy vllm --json");
   ASSERT_EQ(llama.code, 0) << llama.err;
   EXPECT_NE(nlohmann::json::parse(llama.out)["kv_budget_bytes"].get<uint64_t>(), pool);
 }
@@ -84,17 +84,17 @@ TEST(CliServeSim, GenerateWritesTheBundledExample) {
 
 TEST(CliServeSim, BadInputIsOneLineAndExit2) {
   const std::string bad = gpumem::test::write_temp("bad_trace.csv", "arrival_s,prompt_tokens,output_tokens\n1,x,2\n");
-  CliRun r = run("serve-sim --model " + config() + " --gpu 80GiB --requests " + bad);
+  CliRun r = run("serve-sim " + config() + " --gpu 80GiB --requests " + bad);
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "gpumem: error: " + bad + ": line 2: prompt_tokens 'x' is not a whole number\n");
-  r = run("serve-sim --model " + config() + " --gpu 80GiB --requests " + example("alpaca") + " --policy fifo");
+  r = run("serve-sim " + config() + " --gpu 80GiB --requests " + example("alpaca") + " --policy fifo");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "gpumem: error: --policy: unknown policy 'fifo' (policies: contiguous, vllm, gpumem)\n");
-  r = run("serve-sim --model " + config() + " --gpu 16GiB --requests " + example("alpaca"));
+  r = run("serve-sim " + config() + " --gpu 16GiB --requests " + example("alpaca"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("leave no room for a KV cache on a 16.00 GiB GPU"), std::string::npos) << r.err;
-  r = run("serve-sim --model " + config() + " --gpu 80GiB --requests " + example("sharegpt") + " --max-model-len 512");
+  r = run("serve-sim " + config() + " --gpu 80GiB --requests " + example("sharegpt") + " --context 512");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("is longer than max_model_len 512"), std::string::npos) << r.err;
 }
@@ -105,7 +105,7 @@ namespace {
 
 TEST(CliServeSim, TimeModelFlagsAreCheckedAndApplied) {
   const std::string base =
-      "serve-sim --model " + config() + " --gpu 80GiB --requests " + example("alpaca") + " --policy vllm --json";
+      "serve-sim " + config() + " --gpu 80GiB --requests " + example("alpaca") + " --policy vllm --json";
   CliRun r = run(base + " --step-overhead 0 --bandwidth 1TB --flops 1e14");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);

@@ -87,7 +87,7 @@ TEST(Vocabulary, EveryCommandNamesTheReaderOfAFileOfAnotherKind) {
       {"replay FILE --time-limit 0", {"a memory trace", "a MiniMalloc CSV of buffers"}},
       {"llm FILE --gpu 24GiB", {"a GGUF model", "a model's config.json"}},
       {"weights FILE", {"an ONNX model", "a GGUF model", "a safetensors weights file"}},
-      {"serve-sim --model " + llama + " --gpu 80GiB --requests FILE", {"a request trace"}},
+      {"serve-sim " + llama + " --gpu 80GiB --requests FILE", {"a request trace"}},
   };
   for (const Reader& reader : readers) {
     for (const KindFile& file : files_of_every_kind()) {
@@ -118,7 +118,7 @@ TEST(Vocabulary, MisspelledFlagsSuggestTheNearestOne) {
       {"trace stats " + trace + " --jsn", "--json"},
       {"llm " + llama + " --gpu 24GiB --contxt 4096", "--context"},
       {"report " + model + " --ouput x.html", "--output"},
-      {"serve-sim --model " + llama + " --gpu 80GiB --max-seq 8", "--max-seqs"},
+      {"serve-sim " + llama + " --gpu 80GiB --max-seq 8", "--max-seqs"},
   };
   for (const auto& [args, meant] : cases) {
     const CliRun r = run(args);

@@ -79,7 +79,7 @@ KINDS = {
         seeds=["tests/data/weights/tiny_llama_f16.gguf"],
         suffix=".gguf", mutate={"binary"}, count=100,
         commands=["weights {in} --json", "quantize {in} {out}.gguf --type q4_k_m", "llm {in} --gpu 8GiB --json",
-                  "finetune {in} --seq 64 --json"]),
+                  "finetune {in} --context 64 --json"]),
     "gguf_quantized": dict(
         seeds=["fuzz/corpus/gguf/seed_small.gguf", "fuzz/corpus/gguf/seed_one_q4_0.gguf",
                "fuzz/corpus/gguf/seed_aligned_64.gguf"],
@@ -94,7 +94,7 @@ KINDS = {
                "tests/data/llm/configs/phi-3-mini-4k-instruct.json"],
         suffix=".json", mutate={"text"}, count=40,
         commands=["llm {in} --gpu 24GiB --json", "llm {in} --gpu 80GiB --engine vllm --json",
-                  "finetune {in} --seq 256 --json"]),
+                  "finetune {in} --context 256 --json"]),
     "plan_csv": dict(
         seeds=["examples/plans/gaps.csv", "fuzz/corpus/plan_csv/minimalloc_example.csv"],
         suffix=".csv", mutate={"text"}, count=50,
@@ -106,7 +106,7 @@ KINDS = {
     "requests": dict(
         seeds=["examples/serve/bursty.csv", "fuzz/corpus/request_trace/jsonl"],
         suffix=".csv", mutate={"text"}, count=50,
-        commands=["serve-sim --model {src}/" + LLAMA + " --gpu 24GiB --requests {in} --json"]),
+        commands=["serve-sim {src}/" + LLAMA + " --gpu 24GiB --requests {in} --json"]),
     "oom_message": dict(
         seeds=["fuzz/corpus/oom_message"],  # a folder: every file in it
         suffix=".txt", mutate={"text"}, count=6,

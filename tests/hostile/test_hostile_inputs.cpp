@@ -63,7 +63,7 @@ TEST(HostileInputs, AFifoIsRefusedAtOnceByEveryCommandThatReadsAFile) {
       "trace plan " + fifo + " -o " + out + ".json",
       "replay " + fifo,
       "report " + fifo + " -o " + out + ".html",
-      "serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests " + fifo,
+      "serve-sim " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests " + fifo,
       "explain-oom " + fifo,
   };
   for (const std::string& c : commands) {
@@ -171,7 +171,7 @@ TEST(HostileInputs, DeeplyNestedJsonIsOneLineNotASegfault) {
   for (const std::string c :
        {"llm " + dir + " --gpu 8GiB", "finetune " + dir + "/config.json", "weights " + safetensors,
         "quantize " + safetensors + " " + temp_dir() + "/deep.gguf --type q8_0",
-        "serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests " +
+        "serve-sim " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests " +
             requests}) {
     const CliRun r = run_bounded(c);
     expect_one_line_error(r, c);
@@ -184,7 +184,7 @@ TEST(HostileInputs, DeeplyNestedJsonIsOneLineNotASegfault) {
 TEST(HostileInputs, ServeSimStateFollowsRequestsNotSimulatedSeconds) {
   const std::string requests =
       write_temp("far_apart.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,10\n10000000000,10,10\n");
-  const CliRun r = run_bounded("serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) +
+  const CliRun r = run_bounded("serve-sim " + std::string(GPUMEM_SOURCE_DIR) +
                                "/examples/llm/llama-3-8b --gpu 24GiB --json --requests " + requests);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"kv_utilization_series\""), std::string::npos);
@@ -197,7 +197,7 @@ TEST(HostileInputs, AGzipBombStopsEarlyAndSmall) {
   ASSERT_EQ(std::system(("head -c 209715200 /dev/zero | gzip -1 > " + bomb).c_str()), 0);
   for (const std::string c :
        {std::string("trace stats "), std::string("replay "),
-        "serve-sim --model " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests "}) {
+        "serve-sim " + std::string(GPUMEM_SOURCE_DIR) + "/examples/llm/llama-3-8b --gpu 24GiB --requests "}) {
     const CliRun r =
         run_shell("/usr/bin/time -f 'rss_kb %M' timeout -s KILL 20 " + std::string(GPUMEM_CLI_PATH) + " " + c + bomb);
     EXPECT_EQ(r.code, 2) << c << r.err;

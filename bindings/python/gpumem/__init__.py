@@ -156,16 +156,17 @@ def trace_convert(trace, output, **flags) -> str:
     return os.fspath(output)
 
 
-def serve_sim(**flags) -> Result | str:
-    """`gpumem serve-sim`: serving policies on a request trace (docs/serve.md).
+def serve_sim(model=None, **flags) -> Result | str:
+    """`gpumem serve-sim MODEL`: serving policies on a request trace (docs/serve.md).
 
-    With generate=...: the generated request trace (CSV text), or its path
-    when output= is given.
+    With generate=... (and no model): the generated request trace (CSV
+    text), or its path when output= is given.
     """
+    positional = [] if model is None else [os.fspath(model)]
     if flags.get("generate"):
-        out = _cli.run(_cli.build_args("serve-sim", [], flags, "serve_sim"))[1]
+        out = _cli.run(_cli.build_args("serve-sim", positional, flags, "serve_sim"))[1]
         return os.fspath(flags["output"]) if flags.get("output") else out.decode()
-    return _json_command("serve-sim", [], flags, "serve_sim")
+    return _json_command("serve-sim", positional, flags, "serve_sim")
 
 
 def report(input, output, **flags) -> str:

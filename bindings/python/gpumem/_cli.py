@@ -103,6 +103,11 @@ def _text(value: Any) -> str:
 
 def _values(flag: Flag, value: Any) -> str:
     """The command-line word one keyword argument becomes (after its flag)."""
+    if flag.long == "--gpu" and isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 20:
+        # What the command line says of `--gpu 24`: a GPU of 24 bytes is a
+        # unit forgotten, not a GPU.
+        raise InputError(f"gpu={value}: a size needs a unit: did you mean '{value}GiB'? (an int is a byte count; "
+                         "B for bytes, KiB, MiB, GiB, GB)", EXIT_BAD_INPUT)
     convert = _size if flag.value.startswith("SIZE") else _text
     if isinstance(value, Mapping):  # dim={"batch": 8, "seq": 128}
         return ",".join(f"{k}={_text(v)}" for k, v in value.items())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html as _html
 import json
 import os
+import shlex
 import tempfile
 from typing import Any, Sequence
 
@@ -84,8 +85,8 @@ class Result(Fields):
 
     @property
     def command_line(self) -> str:
-        """The gpumem command that gives this result (without --json)."""
-        return "gpumem " + " ".join(self._args)
+        """The gpumem command that gives this result (without --json), quoted for a shell."""
+        return shlex.join(["gpumem"] + self._args)
 
     def to_dict(self) -> dict:
         """The command's JSON document as plain dicts and lists."""

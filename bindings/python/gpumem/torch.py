@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import io
 import json
 import os
@@ -46,9 +47,11 @@ class CudaUnavailableError(gpumem.Error, RuntimeError):
 
 
 class Export:
-    """A module exported to ONNX in a temporary folder that lives as long as this object."""
+    """A module exported to ONNX, kept in export_folder() so that a result's command_line
+    runs again (in a temporary folder that lives as long as this object when that
+    folder cannot be written)."""
 
-    def __init__(self, path: str, folder: tempfile.TemporaryDirectory, opset: int, batch: int | None,
+    def __init__(self, path: str, folder: tempfile.TemporaryDirectory | None, opset: int, batch: int | None,
                  input_names: list[str]):
         self.path = path
         self.opset = opset
@@ -125,8 +128,6 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, training: bool = Tr
             batch = batch if batch is not None else int(t.shape[batch_dim])
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     opsets = (opset,) if opset else (14, 15, 16, 17, 13)
-    folder = tempfile.TemporaryDirectory(prefix="gpumem-export-")
-    path = os.path.join(folder.name, f"{type(model).__name__}.onnx")
     first_error = None
     for version in opsets:
         buffer = io.BytesIO()
@@ -145,11 +146,40 @@ def export_onnx(model: torch.nn.Module, example_inputs: Any, training: bool = Tr
             if not retry:
                 break
             continue
-        with open(path, "wb") as f:
-            f.write(buffer.getvalue())
+        path, folder = _keep_export(buffer.getvalue(), type(model).__name__)
         return Export(path, folder, version, batch, input_names)
-    folder.cleanup()
     raise ExportError(first_error)
+
+
+def export_folder() -> str:
+    """Where exports are kept: $GPUMEM_EXPORT_DIR, else $XDG_CACHE_HOME/gpumem/exports (~/.cache/...)."""
+    if os.environ.get("GPUMEM_EXPORT_DIR"):
+        return os.environ["GPUMEM_EXPORT_DIR"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "gpumem", "exports")
+
+
+def _keep_export(data: bytes, name: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
+    """Writes an export where a result's command_line can read it again later, named by its
+    content (the same module and shapes: the same file); a temporary folder when that
+    folder cannot be written."""
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    folder = export_folder()
+    try:
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"{name}-{digest}.onnx")
+        if not os.path.exists(path):
+            fd, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(partial, path)  # whole or absent
+        return path, None
+    except OSError:
+        temporary = tempfile.TemporaryDirectory(prefix="gpumem-export-")
+        path = os.path.join(temporary.name, f"{name}.onnx")
+        with open(path, "wb") as f:
+            f.write(data)
+        return path, temporary
 
 
 def _worth_another_opset(error: Exception) -> bool:
@@ -212,12 +242,6 @@ def _frozen_pattern(model: torch.nn.Module, frozen: Any) -> str | None:
     return "^(" + "|".join(re.escape(n) for n in names) + ")$"
 
 
-def _device_of(model: torch.nn.Module) -> str:
-    for p in model.parameters():
-        return "cuda" if p.device.type == "cuda" else "cpu"
-    return "cpu"
-
-
 def _export_small(model, example, batch_dim: int, opset: int | None) -> Export:
     """Exports with one row of the batch, then binds the whole batch: the graph is the
     same (the batch axis is dynamic) and tracing one row is the export's main cost
@@ -256,7 +280,9 @@ def _step_flags(model, example, optimizer, precision, frozen, device, flags) -> 
     pattern = _frozen_pattern(model, frozen)
     if pattern is not None:
         flags.setdefault("frozen", pattern)
-    flags.setdefault("device", device or _device_of(model))
+    # The command line's default device, not where the module happens to be:
+    # a model built on the CPU is still asked about for the GPU it will train on.
+    flags.setdefault("device", device or "cuda")
     if export.batch is not None:
         flags.setdefault("batch", export.batch)
     return export, flags
@@ -269,7 +295,8 @@ def estimate(model: torch.nn.Module, example_inputs: Any, optimizer: Any = None,
     optimizer: a torch.optim instance or class, or gpumem's name ("adamw");
     precision: fp32 | amp-fp16 | amp-bf16 | bf16; frozen: a regular
     expression or parameter names (default: those with requires_grad False);
-    device: cuda | cpu (default: where the model's parameters are). Other
+    device: cuda | cpu (default cuda, as `gpumem train`; the result's settings.device says
+    which). Other
     keywords are `gpumem train`'s flags (batch=64 rebinds the batch,
     checkpoint=["layer3"], allocator=..., top=...).
     """

@@ -30,8 +30,8 @@ CASES = [
      ["fit", "tests/data/train/resnet18_sgd.onnx", "--optimizer", "sgd-momentum", "--gpu", "1GiB"], (0,)),
     ("fit", ["tests/data/train/resnet18_sgd.onnx"], {"gpu": "256MiB", "keep": ["batch", "precision"]},
      ["fit", "tests/data/train/resnet18_sgd.onnx", "--gpu", "256MiB", "--keep", "batch,precision"], (0, 3)),
-    ("finetune", ["examples/llm/llama-3-8b"], {"method": "qlora", "seq": 4096, "gpu": "24GiB", "top": 3},
-     ["finetune", "examples/llm/llama-3-8b", "--method", "qlora", "--seq", "4096", "--gpu", "24GiB", "--top", "3"],
+    ("finetune", ["examples/llm/llama-3-8b"], {"method": "qlora", "context": 4096, "gpu": "24GiB", "top": 3},
+     ["finetune", "examples/llm/llama-3-8b", "--method", "qlora", "--context", "4096", "--gpu", "24GiB", "--top", "3"],
      (0, 3)),
     ("llm", ["examples/llm/llama-3-8b"], {"gpu": "8GiB", "context": 16384, "quant": "q4_k_m", "kv_dtype": "q8_0"},
      ["llm", "examples/llm/llama-3-8b", "--gpu", "8GiB", "--context", "16384", "--quant", "q4_k_m",
@@ -46,8 +46,8 @@ CASES = [
      ["replay", "tests/data/traces/resnet18_train.json", "--gpu", "64MiB"], (0, 3)),
     ("trace_stats", ["tests/data/traces/leaky_mlp_train.json"], {},
      ["trace", "stats", "tests/data/traces/leaky_mlp_train.json"], (0,)),
-    ("serve_sim", [], {"model": "examples/llm/llama-3-8b", "gpu": "19GiB", "requests": "examples/serve/bursty.csv"},
-     ["serve-sim", "--model", "examples/llm/llama-3-8b", "--gpu", "19GiB", "--requests",
+    ("serve_sim", ["examples/llm/llama-3-8b"], {"gpu": "19GiB", "requests": "examples/serve/bursty.csv"},
+     ["serve-sim", "examples/llm/llama-3-8b", "--gpu", "19GiB", "--requests",
       "examples/serve/bursty.csv"], (0,)),
 ]
 

@@ -9,7 +9,7 @@ from torch import nn  # noqa: E402
 
 import gpumem  # noqa: E402
 import gpumem.torch as gt  # noqa: E402
-from conftest import cli_json, differences  # noqa: E402
+from conftest import CLI, cli_json, differences  # noqa: E402
 
 
 class TokenClassifier(nn.Module):
@@ -105,8 +105,9 @@ def test_fit_is_fit_on_the_export():
     x = torch.randn(8, 3, 64, 64)
     r = gt.fit(model, x, gpu="1GiB", max_batch=True, optimizer="adamw")
     export = gt.export_onnx(model, x)
+    # No device given: the command line's default (cuda) on both routes (issue 46).
     expected = cli_json("fit", export.path, "--gpu", "1GiB", "--max-batch", "--optimizer", "adamw",
-                        "--device", "cpu", check_codes=(0, 3))
+                        check_codes=(0, 3))
     assert differences({k: v for k, v in r.items() if k != "model"},
                        {k: v for k, v in expected.items() if k != "model"}) == []
     assert r.fits and r.batch > 8
@@ -209,3 +210,37 @@ def test_cuda_allocator_in_a_fresh_process(tmp_path):
     if "needs PyTorch 2.0" in done.stderr:
         pytest.skip("PyTorch older than 2.0 has no pluggable allocator")
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+# Issue 46: Python asks the question the command line asks.
+
+def test_a_gpu_of_a_few_bytes_is_refused_with_the_command_lines_hint():
+    model = mlp_with_batchnorm()
+    with pytest.raises(gpumem.InputError, match=r"gpu=24: a size needs a unit: did you mean '24GiB'\?"):
+        gt.fit(model, torch.randn(16, 32), gpu=24)
+    with pytest.raises(gpumem.InputError, match="did you mean '80GiB'"):
+        gpumem.llm("examples/llm/llama-3-8b", gpu=80)
+
+
+def test_the_device_is_the_command_lines_default_and_the_answer_says_so():
+    model = mlp_with_batchnorm()  # on the CPU, as most modules are when built
+    result = gt.estimate(model, torch.randn(16, 32))
+    assert result.settings.device == "cuda"
+    assert result.settings.overhead_bytes == 512 << 20
+    assert gt.estimate(model, torch.randn(16, 32), device="cpu").settings.device == "cpu"
+
+
+def test_the_command_line_runs_again_after_the_result_is_gone():
+    import shlex
+    import subprocess
+    model = mlp_with_batchnorm()
+    result = gt.fit(model, torch.randn(16, 32), gpu="1GiB")
+    line, document = result.command_line, result.to_dict()
+    del result
+    import gc
+    gc.collect()
+    argv = shlex.split(line)
+    assert argv[0] == "gpumem"
+    again = subprocess.run([CLI] + argv[1:] + ["--json"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["verdict"] == document["verdict"]
