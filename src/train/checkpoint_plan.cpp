@@ -199,6 +199,18 @@ bool kept(const Concern& a, SegmentOf segment) {
   return false;
 }
 
+// Whether a module is a child of an nn.Sequential (or nn.ModuleList),
+// named by its index ("layer1.0", "features.3"): only such siblings can be
+// wrapped as one run without editing the model's code (the emitted snippet
+// runs them from the Sequential's forward). Named children, as in a
+// torchvision Bottleneck's "bn2" and "bn3", are called by their parent's
+// own forward: each can be checkpointed, a run of them cannot.
+bool indexed_child(const std::string& module) {
+  const size_t dot = module.rfind('.');
+  const std::string last = dot == std::string::npos ? module : module.substr(dot + 1);
+  return !last.empty() && std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // The chain problem for `units` from the step without checkpointing, at a
 // budget of 0: each need is the live bytes (within() applies a budget).
 // Units before the one deciding (and before its segment's predecessor) are
@@ -215,7 +227,8 @@ ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit
   p.joins_previous.assign(n, false);
   for (size_t u = 0; u < n; ++u) {
     p.cost[u] = units[u].flops;
-    p.joins_previous[u] = u > 0 && max_segment > 1 && units[u].parent == units[u - 1].parent;
+    p.joins_previous[u] = u > 0 && max_segment > 1 && units[u].parent == units[u - 1].parent &&
+                          indexed_child(units[u].module) && indexed_child(units[u - 1].module);
   }
   p.normal.assign(n, {0, 0});
   p.in_segment.assign(n, {});
@@ -301,7 +314,7 @@ ChainProblem within(ChainProblem live, uint64_t budget) {
 // The longest run of modules one checkpoint is offered to wrap.
 constexpr size_t kMaxSegment = 16;
 
-// `train --checkpoint` entries for a solution: "layer1" or "conv1..maxpool".
+// `train --checkpoint` entries for a solution: "layer1" or "layer1.0..layer1.1".
 std::vector<std::string> segments_of(const std::vector<ChainUnit>& units, const ChainSolution& s) {
   std::vector<std::string> out;
   for (size_t u = 0; u < units.size(); ++u) {

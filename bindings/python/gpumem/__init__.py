@@ -90,10 +90,11 @@ def train(model, **flags) -> Result:
     """`gpumem train`: one training step op by op, its peak and where (docs/train.md).
 
     MODEL is an ONNX file exported in training mode; for a live module use
-    gpumem.torch.estimate().
+    gpumem.torch.estimate(). With gpu=SIZE a step that does not fit is a
+    result whose verdict says so, not an error.
     """
     path, keep = _model_path(model, flags, training=True, function="train")
-    return _json_command("train", [path], flags, "train", keep=keep)
+    return _json_command("train", [path], flags, "train", accept=(0, _cli.EXIT_DOES_NOT_FIT), keep=keep)
 
 
 def fit(model, **flags) -> Result:

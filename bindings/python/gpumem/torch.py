@@ -302,7 +302,7 @@ def estimate(model: torch.nn.Module, example_inputs: Any, optimizer: Any = None,
     """
     export, flags = _step_flags(model, example_inputs, optimizer, precision, frozen, device, flags)
     args = _cli.build_args("train", [export.path], flags, "torch.estimate")
-    code, out, err = _cli.run(args + ["--json"])
+    code, out, err = _cli.run(args + ["--json"], accept=(0, _cli.EXIT_DOES_NOT_FIT))
     return _result.parse(out, "train", args, err, code, keep=export)
 
 

@@ -6,7 +6,8 @@
 // The modules considered are those of one depth of the module tree whose
 // ops form one contiguous run (ResNet's stem and blocks, a transformer's
 // layers). A checkpointed segment is one of them or a run of consecutive
-// siblings under a single checkpoint, as checkpoint_sequential wraps them:
+// children of one nn.Sequential (siblings named by index: "layer1.0",
+// "layer1.1") under a single checkpoint, as checkpoint_sequential wraps them:
 // it keeps only the run's inputs, so a run saves the boundaries between
 // its modules too, but recomputes the whole run at once in backward. The
 // step without checkpointing gives, per allocation, which modules make,
@@ -79,8 +80,8 @@ inline constexpr int64_t kNoNeed = std::numeric_limits<int64_t>::min() / 8;
 struct CheckpointPlan {
   bool fits = false;
   // What to wrap in torch.utils.checkpoint, as `train --checkpoint` takes
-  // it: a module ("layer2.1") or a run of siblings under one checkpoint
-  // ("conv1..maxpool").
+  // it: a module ("layer2.1") or a run of an nn.Sequential's children under
+  // one checkpoint ("layer1.0..layer1.1").
   std::vector<std::string> modules;
   int depth = 0;            // of the module tree the modules come from
   uint64_t peak_bytes = 0;  // the whole step simulated with the plan
@@ -91,7 +92,7 @@ struct CheckpointPlan {
   TrainingStep step;              // the step with the plan
 };
 
-// Whether a `--checkpoint` list wraps a run of modules ("conv1..maxpool").
+// Whether a `--checkpoint` list wraps a run of modules ("layer1.0..layer1.1").
 bool has_runs(const std::vector<std::string>& checkpoint);
 
 // The plan for `model` under `options` within `budget` bytes.

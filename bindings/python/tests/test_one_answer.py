@@ -1,0 +1,107 @@
+"""One question, one answer (issue 46): "does it fit?" asked through every route.
+
+Each question is asked as the command's text report, as its --json document
+and as the Python function; the verdict (the GPU, what the device must hold,
+fits, headroom or shortfall) must be the same figure by every route, to the
+byte in JSON and Python and as the text prints it. Where two commands answer
+the same question (train --gpu and fit with every lever kept), they must
+agree too.
+"""
+
+import re
+
+import pytest
+
+import gpumem
+from conftest import cli_json, run_cli
+
+LLAMA = "examples/llm/llama-3-8b"
+RESNET = "tests/data/train/resnet18_sgd.onnx"
+TRANSFORMER = "tests/data/train/transformer_adamw.onnx"
+BERT = "examples/models/bert_base.onnx"
+TOKEN_MLP = "examples/models/token_mlp_dynamic.onnx"
+
+# (command, positional, flags): each a question with a --gpu.
+QUESTIONS = (
+    [("train", RESNET, {"optimizer": "sgd-momentum", "batch": b, "gpu": g})
+     for b, g in [(2, "600MiB"), (4, "700MiB"), (8, "800MiB"), (8, "1GiB"), (16, "1GiB"), (16, "2GiB")]]
+    + [("train", TRANSFORMER, {"gpu": g}) for g in ("600MiB", "1GiB", "2GiB")]
+    + [("train", RESNET, {"optimizer": "sgd-momentum", "device": "cpu", "gpu": "300MiB"})]
+    + [("fit", RESNET, {"optimizer": "sgd-momentum", "gpu": g}) for g in ("600MiB", "800MiB", "1GiB", "2GiB")]
+    + [("fit", RESNET, {"optimizer": "adamw", "gpu": "1GiB", "max_batch": True})]
+    + [("fit", BERT, {"gpu": g}) for g in ("2GiB", "4GiB")]
+    + [("fit", BERT, {"gpu": "2GiB", "keep": ["optimizer", "precision"]})]
+    + [("finetune", LLAMA, {"method": m, "gpu": g, "context": c})
+       for m, g, c in [("lora", "24GiB", "2k"), ("lora", "16GiB", "4k"), ("qlora", "12GiB", "4k"),
+                       ("qlora", "24GiB", "8k"), ("full", "80GiB", "2k"), ("full", "40GiB", "1k"),
+                       ("freeze", "24GiB", "2k"), ("lora", "24GiB", "8k")]]
+    + [("finetune", LLAMA, {"method": "lora", "gpu": "24GiB", "checkpoint": "layers", "context": "8k"})]
+    + [("finetune", LLAMA, {"method": "full", "gpu": "80GiB", "gpus": 8, "strategy": "zero3"})]
+    + [("llm", LLAMA, {"gpu": g, "context": c})
+       for g, c in [("8GiB", "4k"), ("12GiB", "8k"), ("16GiB", "8k"), ("16GiB", "4k"), ("24GiB", "8k"),
+                    ("80GiB", "8k")]]
+    + [("llm", LLAMA, {"gpu": "16GiB", "engine": "ollama"}),
+       ("llm", LLAMA, {"gpu": "8GiB", "quant": "q4_k_m"}),
+       ("llm", LLAMA, {"gpu": "12GiB", "gpus": 2}),
+       ("llm", LLAMA, {"gpu": "16GiB", "kv_dtype": "q8_0", "batch": 2})]
+    + [("plan", BERT, {"gpu": g}) for g in ("100MiB", "16GiB")]
+    + [("plan", TOKEN_MLP, {"dim": {"batch": 8, "seq": 512}, "gpu": g}) for g in ("32MiB", "64MiB")]
+    + [("plan", "examples/plans/gaps.csv", {"gpu": "6B"})]
+)
+
+
+def argv(positional, flags):
+    args = [positional]
+    for key, value in flags.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, dict):
+            args += [flag, ",".join(f"{k}={v}" for k, v in value.items())]
+        elif isinstance(value, list):
+            args += [flag, ",".join(value)]
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+VERDICT_LINE = re.compile(r"(FITS|DOES NOT FIT) a GPU of (.+?): needs (.+?), (.+?) (headroom|short)")
+
+
+def test_there_are_forty_questions_or_more():
+    assert len(QUESTIONS) >= 40
+
+
+@pytest.mark.parametrize("command,positional,flags", QUESTIONS,
+                         ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(QUESTIONS)])
+def test_every_route_gives_the_same_verdict(command, positional, flags):
+    args = [command] + argv(positional, flags)
+    document = cli_json(*args, check_codes=(0, 3))
+    verdict = document["verdict"]
+    assert set(verdict) == {"gpu_bytes", "device_bytes", "fits", "headroom_bytes", "short_bytes"}
+    assert verdict["fits"] == (verdict["device_bytes"] <= verdict["gpu_bytes"])
+    # The exit code says the same.
+    code, text, _ = run_cli(*args, check_codes=(0, 3))
+    assert code == (0 if verdict["fits"] else 3)
+    # The text prints the same figures.
+    lines = [m for m in map(VERDICT_LINE.search, text.splitlines()) if m]
+    assert lines, text
+    said = lines[0]
+    assert (said.group(1) == "FITS") == verdict["fits"]
+    assert said.group(2) == gpumem.format_bytes(verdict["gpu_bytes"])
+    assert said.group(3) == gpumem.format_bytes(verdict["device_bytes"])
+    margin = verdict["headroom_bytes"] if verdict["fits"] else verdict["short_bytes"]
+    assert said.group(4) == gpumem.format_bytes(margin)
+    # Python returns the same document.
+    result = getattr(gpumem, command)(positional, **flags)
+    assert dict(result.verdict) == verdict
+    assert result.exit_code == code
+
+
+@pytest.mark.parametrize("batch,gpu", [(2, "600MiB"), (8, "800MiB"), (8, "1GiB"), (16, "1GiB")])
+def test_train_and_fit_agree_on_the_same_step(batch, gpu):
+    common = [RESNET, "--optimizer", "sgd-momentum", "--batch", str(batch), "--gpu", gpu]
+    train = cli_json("train", *common, check_codes=(0, 3))["verdict"]
+    fit = cli_json("fit", *common, "--keep", "optimizer,precision,checkpoint,batch,offload",
+                   check_codes=(0, 3))["verdict"]
+    assert train == fit
