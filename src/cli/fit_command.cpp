@@ -49,7 +49,8 @@ Action add_fit_command(CLI::App& app) {
                 "One GPU: let fit move optimizer states and parameters to CPU memory (DeepSpeed ZeRO-Offload); "
                 "never tried otherwise on one GPU");
   cmd->add_option("--emit", args->emit,
-                  "checkpoint (checkpoint.json), deepspeed (ds_config.json) or fsdp (fsdp_wrap.py), into --output-dir")
+                  "checkpoint (checkpoint.py: apply(model)), deepspeed (ds_config.json) or fsdp (fsdp_wrap.py), into "
+                  "--output-dir")
       ->check(CLI::IsMember({"checkpoint", "deepspeed", "fsdp"}));
   cmd->add_option("--output-dir", args->output_dir, "Directory for --emit (default: .)")->type_name("DIR");
   for (const char* old_name : {"-o", "--out"}) add_renamed_flag(*cmd, old_name, "--output-dir", args->output_dir);
@@ -83,7 +84,7 @@ Action add_fit_command(CLI::App& app) {
     if (args->emit.empty()) refuse_flags(*cmd, {"--output-dir"}, "without --emit", "it is where --emit writes");
     const train::FitResult fit = train::fit_training(args->model, request);
     // Settings for a step that does not fit are not settings to run with:
-    // nothing is written (a checkpoint.json from an earlier run stays).
+    // nothing is written (a checkpoint.py from an earlier run stays).
     if (!args->emit.empty() && fit.fits) {
       const auto [name, contents] = emitted_file(fit, args->emit);
       write_output((std::filesystem::path(args->output_dir) / name).string(), contents, args->emit + " settings");

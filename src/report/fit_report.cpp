@@ -76,10 +76,11 @@ std::string render_fit_text(const train::FitResult& f) {
                      f.checkpoint.optimal ? " (optimal for the chain of modules)" : ""));
     line(fmt::format("  {}", fmt::join(f.checkpoint.modules, ", ")));
     if (train::has_runs(f.checkpoint.modules)) {
-      line("  FIRST..LAST: one checkpoint around that run of sibling modules, as checkpoint_sequential wraps a run");
+      line("  FIRST..LAST: one checkpoint around that run of sibling modules, which the forward calls in a row");
     }
     line(fmt::format("  recomputes {} FLOPs, {:.1f}% of one forward pass", format_count(f.checkpoint.recompute_flops),
                      100 * f.checkpoint.recompute_fraction));
+    line("  --emit checkpoint writes checkpoint.py: apply(model) checkpoints them in the model as it is");
   }
   if (!f.per_gpu.empty()) {
     line();
@@ -159,22 +160,15 @@ nlohmann::ordered_json fit_to_json(const train::FitResult& f) {
   return doc;
 }
 
-std::string checkpoint_plan_json(const train::FitResult& f) {
-  nlohmann::ordered_json doc;
-  doc["batch"] = f.batch;
-  doc["batch_axis"] = batch_axis_json(f.step.batch_axis);
-  doc["budget_bytes"] = f.budget;
-  doc["predicted_peak_bytes"] = f.predicted_peak;
-  doc["checkpoint"] = f.checkpoint.modules;
-  doc["recompute_fraction"] = f.checkpoint.recompute_fraction;
-  doc["usage"] =
-      "wrap each listed module's forward in torch.utils.checkpoint.checkpoint; module names as in "
-      "model.named_modules()";
-  return json_text(doc, 2) + "\n";
-}
-
 std::pair<std::string, std::string> emitted_file(const train::FitResult& f, const std::string& kind) {
-  if (kind == "checkpoint") return {"checkpoint.json", checkpoint_plan_json(f)};
+  if (kind == "checkpoint") {
+    return {"checkpoint.py",
+            train::checkpoint_snippet(
+                f.checkpoint.modules,
+                fmt::format("Activation checkpointing chosen by `gpumem fit` for batch {} within {}: it recomputes "
+                            "{:.1f}% of a forward pass.",
+                            f.batch, format_bytes(f.budget), 100 * f.checkpoint.recompute_fraction))};
+  }
   // The lowest-memory plan of the engine, or the first of it that fits.
   const train::ShardingPlan* chosen = nullptr;
   const std::string engine = kind == "deepspeed" ? "deepspeed" : "fsdp";

@@ -23,8 +23,22 @@ std::vector<ChainUnit> chain_units(const TrainingStep& step, int depth) {
     auto [it, fresh] = span.try_emplace(path[k], static_cast<int>(k), static_cast<int>(k));
     if (!fresh) it->second.second = static_cast<int>(k);
   }
+  // A module the parent calls more than once (torchvision's shared relu)
+  // is exported as "relu", "relu_1", "relu_2": the later names are no
+  // module of the model (get_submodule fails), and wrapping the first would
+  // checkpoint every call. Neither is a unit.
+  const auto called_again = [&](const std::string& module) {
+    if (span.count(module + "_1")) return true;
+    const size_t underscore = module.rfind('_');
+    if (underscore == std::string::npos || underscore + 1 == module.size() || module.rfind('.') > underscore)
+      return false;
+    const std::string suffix = module.substr(underscore + 1);
+    return std::all_of(suffix.begin(), suffix.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+           span.count(module.substr(0, underscore)) > 0;
+  };
   std::vector<ChainUnit> units;
   for (const auto& [module, range] : span) {
+    if (called_again(module)) continue;
     bool contiguous = true;
     uint64_t flops = 0;
     for (int k = range.first; k <= range.second && contiguous; ++k) {
@@ -199,18 +213,6 @@ bool kept(const Concern& a, SegmentOf segment) {
   return false;
 }
 
-// Whether a module is a child of an nn.Sequential (or nn.ModuleList),
-// named by its index ("layer1.0", "features.3"): only such siblings can be
-// wrapped as one run without editing the model's code (the emitted snippet
-// runs them from the Sequential's forward). Named children, as in a
-// torchvision Bottleneck's "bn2" and "bn3", are called by their parent's
-// own forward: each can be checkpointed, a run of them cannot.
-bool indexed_child(const std::string& module) {
-  const size_t dot = module.rfind('.');
-  const std::string last = dot == std::string::npos ? module : module.substr(dot + 1);
-  return !last.empty() && std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // The chain problem for `units` from the step without checkpointing, at a
 // budget of 0: each need is the live bytes (within() applies a budget).
 // Units before the one deciding (and before its segment's predecessor) are
@@ -227,8 +229,7 @@ ChainProblem chain_problem(const TrainingStep& base, const std::vector<ChainUnit
   p.joins_previous.assign(n, false);
   for (size_t u = 0; u < n; ++u) {
     p.cost[u] = units[u].flops;
-    p.joins_previous[u] = u > 0 && max_segment > 1 && units[u].parent == units[u - 1].parent &&
-                          indexed_child(units[u].module) && indexed_child(units[u - 1].module);
+    p.joins_previous[u] = u > 0 && max_segment > 1 && wrappable_after(units[u - 1], units[u]);
   }
   p.normal.assign(n, {0, 0});
   p.in_segment.assign(n, {});
@@ -396,6 +397,10 @@ CheckpointPlan plan_within(const Model& model, const TrainOptions& options, cons
 }
 
 }  // namespace
+
+bool wrappable_after(const ChainUnit& previous, const ChainUnit& next) {
+  return next.parent == previous.parent && next.first_op == previous.last_op + 1;
+}
 
 bool has_runs(const std::vector<std::string>& checkpoint) {
   return std::any_of(checkpoint.begin(), checkpoint.end(),

@@ -3,6 +3,10 @@
 #include "gpumem/train/engine_config.h"
 #include "common/bounded_json.h"
 
+#include <utility>
+
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 namespace gpumem::train {
@@ -73,6 +77,126 @@ std::string fsdp_snippet(FsdpSharding sharding, Precision precision, const FsdpW
        "    device_id=torch.cuda.current_device(),\n"
        ")\n";
   return s;
+}
+
+namespace {
+
+// "'layer1.0'" as a Python string literal (module names are identifiers and
+// indices; anything else is escaped).
+std::string python_string(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\\' || c == '\'') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      continue;
+    }
+    out += c;
+  }
+  return out + "'";
+}
+
+// "layer1.0" -> {"layer1", "0"}; "0" -> {"", "0"}.
+std::pair<std::string, std::string> parent_and_child(const std::string& module) {
+  const size_t dot = module.rfind('.');
+  if (dot == std::string::npos) return {"", module};
+  return {module.substr(0, dot), module.substr(dot + 1)};
+}
+
+}  // namespace
+
+std::string checkpoint_snippet(const std::vector<std::string>& modules, const std::string& about) {
+  std::string singles, runs;
+  for (const auto& m : modules) {
+    const size_t dots = m.find("..");
+    if (dots == std::string::npos) {
+      singles += "    " + python_string(m) + ",\n";
+      continue;
+    }
+    const auto [parent, first] = parent_and_child(m.substr(0, dots));
+    const auto [last_parent, last] = parent_and_child(m.substr(dots + 2));
+    runs += "    (" + python_string(parent) + ", " + python_string(first) + ", " + python_string(last) + "),\n";
+  }
+  return "# " + about +
+         "\n"
+         "# Usage: from checkpoint import apply; apply(model), before training. The model's code\n"
+         "# and its parameters' names stay as they are.\n"
+         "import functools\n"
+         "\n"
+         "import torch\n"
+         "from torch.utils.checkpoint import checkpoint\n"
+         "\n"
+         "# Each under a checkpoint of its own.\n"
+         "MODULES = [\n" +
+         singles +
+         "]\n"
+         "# (an nn.Sequential, its first child, its last child): that run under one checkpoint.\n"
+         "RUNS = [\n" +
+         runs +
+         "]\n"
+         "\n"
+         "\n"
+         "def _checkpointed(forward):\n"
+         "    @functools.wraps(forward)\n"
+         "    def run(*args, **kwargs):\n"
+         "        return checkpoint(forward, *args, use_reentrant=False, **kwargs)\n"
+         "    return run\n"
+         "\n"
+         "\n"
+         "def _passed_through(x):\n"
+         "    return x\n"
+         "\n"
+         "\n"
+         "def _chain(modules):\n"
+         "    def run(x):\n"
+         "        for module in modules:\n"
+         "            x = module(x)\n"
+         "        return x\n"
+         "    return run\n"
+         "\n"
+         "\n"
+         "def _sequential_forward(sequential, spans):\n"
+         "    names = [name for name, _ in sequential.named_children()]\n"
+         "    starts = {names.index(first): names.index(last) for first, last in spans}\n"
+         "    children = list(sequential.children())\n"
+         "\n"
+         "    def forward(x):\n"
+         "        i = 0\n"
+         "        while i < len(children):\n"
+         "            if i in starts:\n"
+         "                end = starts[i] + 1\n"
+         "                x = checkpoint(_chain(children[i:end]), x, use_reentrant=False)\n"
+         "                i = end\n"
+         "            else:\n"
+         "                x = children[i](x)\n"
+         "                i += 1\n"
+         "        return x\n"
+         "    return forward\n"
+         "\n"
+         "\n"
+         "def apply(model):\n"
+         "    for name in MODULES:\n"
+         "        module = model.get_submodule(name)\n"
+         "        module.forward = _checkpointed(module.forward)\n"
+         "    spans = {}\n"
+         "    for parent, first, last in RUNS:\n"
+         "        spans.setdefault(parent, []).append((first, last))\n"
+         "    for parent, parent_spans in spans.items():\n"
+         "        owner = model.get_submodule(parent) if parent else model\n"
+         "        if isinstance(owner, torch.nn.Sequential):\n"
+         "            owner.forward = _sequential_forward(owner, parent_spans)\n"
+         "            continue\n"
+         "        # Named children the parent's forward calls one after the other, each once\n"
+         "        # (gpumem plans no other run): the first runs the whole run under one\n"
+         "        # checkpoint, the others pass their input through.\n"
+         "        names = [name for name, _ in owner.named_children()]\n"
+         "        for first, last in parent_spans:\n"
+         "            run = [getattr(owner, n) for n in names[names.index(first):names.index(last) + 1]]\n"
+         "            head = _chain([m.forward for m in run])\n"
+         "            run[0].forward = _checkpointed(head)\n"
+         "            for module in run[1:]:\n"
+         "                module.forward = _passed_through\n"
+         "    return model\n";
 }
 
 }  // namespace gpumem::train

@@ -134,7 +134,7 @@ TEST(HostileInputs, NamesWithControlCharactersArePrintedEscaped) {
 TEST(HostileInputs, ACommandThatDoesNotFitWritesNothing) {
   const std::string dir = temp_dir() + "/emit";
   fs::create_directories(dir);
-  const std::string earlier = dir + "/checkpoint.json";
+  const std::string earlier = dir + "/checkpoint.py";
   std::ofstream(earlier) << "{\"from\": \"an earlier run\"}\n";
   const CliRun r = run_bounded("fit " + std::string(GPUMEM_SOURCE_DIR) +
                                "/tests/data/train/resnet18_sgd.onnx --gpu 64MiB --emit checkpoint --output-dir " + dir);

@@ -266,6 +266,63 @@ TEST(FitTraining, ACheckpointPlanFitsTheBudgetItWasMadeFor) {
   EXPECT_LT(fit.checkpoint.recompute_flops, all);
 }
 
+// Issue 46: every run a plan names is one the model's own forward calls in a
+// row (a Sequential's children, ResNet's stem), never siblings with other
+// ops between them, such as a Bottleneck's bn2 and bn3 around its shared
+// relu: at every depth and budget of resnet50, each "FIRST..LAST" covers
+// units whose ops follow one another.
+TEST(FitTraining, EveryRunIsOneTheForwardCallsInARow) {
+  const std::string resnet50 = std::string(GPUMEM_SOURCE_DIR) + "/examples/models/resnet50.onnx";
+  LoadOptions load;
+  load.batch = 8;
+  const Model model = load_onnx_model(resnet50, load);
+  TrainOptions options;
+  options.model.load = load;
+  const TrainingStep base = predict_training_step(model, options);
+  int runs = 0;
+  for (int percent = 30; percent <= 90; percent += 10) {
+    const CheckpointPlan plan = plan_checkpointing(model, options, base.peak_bytes / 100 * percent);
+    const auto units = chain_units(base, plan.depth);
+    for (const auto& entry : plan.modules) {
+      const size_t dots = entry.find("..");
+      if (dots == std::string::npos) continue;
+      ++runs;
+      const auto at = [&](const std::string& name) {
+        return std::find_if(units.begin(), units.end(), [&](const ChainUnit& u) { return u.module == name; });
+      };
+      auto first = at(entry.substr(0, dots));
+      const auto last = at(entry.substr(dots + 2));
+      ASSERT_NE(first, units.end()) << entry;
+      ASSERT_NE(last, units.end()) << entry;
+      for (auto u = first; u != last; ++u) {
+        EXPECT_EQ(std::next(u)->first_op, u->last_op + 1) << entry << " at " << percent << "%";
+        EXPECT_EQ(std::next(u)->parent, u->parent) << entry;
+      }
+    }
+  }
+  EXPECT_GT(runs, 0);  // the property was exercised
+
+  // The rule itself, on resnet50's own modules (this export folds BatchNorm
+  // into the convolutions and names the Bottleneck's shared relu's three
+  // calls relu, relu_1, relu_2): the stages follow one another; conv1 and
+  // conv2 do not (the shared relu runs between), and neither the relu nor
+  // its later calls, which are no module of the model, are units at all.
+  const auto depth1 = chain_units(base, 1);
+  const auto unit = [](const std::vector<ChainUnit>& units, const std::string& name) {
+    const auto it = std::find_if(units.begin(), units.end(), [&](const ChainUnit& u) { return u.module == name; });
+    std::string known;
+    for (const auto& u : units)
+      known += u.module + "[" + std::to_string(u.first_op) + "," + std::to_string(u.last_op) + "] ";
+    EXPECT_NE(it, units.end()) << name << " among " << known;
+    return it == units.end() ? ChainUnit{} : *it;
+  };
+  EXPECT_TRUE(wrappable_after(unit(depth1, "layer1"), unit(depth1, "layer2")));
+  EXPECT_FALSE(wrappable_after(unit(depth1, "fc"), unit(depth1, "layer1")));
+  const auto depth3 = chain_units(base, 3);
+  EXPECT_FALSE(wrappable_after(unit(depth3, "layer3.1.conv1"), unit(depth3, "layer3.1.conv2")));
+  for (const auto& u : depth3) EXPECT_EQ(u.module.find(".relu"), std::string::npos) << u.module;
+}
+
 // At a budget equal to a recorded step's peak, the largest batch without
 // checkpointing is the recorded one (the next does not fit), and
 // checkpointing lets a larger one fit.

@@ -244,3 +244,51 @@ def test_the_command_line_runs_again_after_the_result_is_gone():
     again = subprocess.run([CLI] + argv[1:] + ["--json"], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["verdict"] == document["verdict"]
+
+
+def sequential_cnn():
+    def block(inputs, outputs):
+        return [nn.Conv2d(inputs, outputs, 3, padding=1), nn.BatchNorm2d(outputs), nn.ReLU()]
+    return nn.Sequential(*block(3, 32), *block(32, 32), *block(32, 64), *block(64, 64), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(64, 10))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "sequential_cnn"])
+def test_the_emitted_checkpoint_module_runs_on_the_model_as_given(name, tmp_path):
+    """Issue 46: `fit --emit checkpoint` names what the framework can wrap (a module, or a run of an
+    nn.Sequential's children), and the module it writes runs on the model as written."""
+    import importlib.util
+    torch.manual_seed(0)
+    if name == "resnet18":
+        # At 96% of its need, torchvision's resnet18 checkpoints its stem
+        # (bn1..maxpool): named children the ResNet's forward calls in a row.
+        model = pytest.importorskip("torchvision").models.resnet18(num_classes=10)
+        x, share = torch.randn(4, 3, 128, 128), 96
+    else:
+        model, x, share = sequential_cnn(), torch.randn(8, 3, 64, 64), 90
+    keep = ["precision", "optimizer", "batch"]
+    free = gt.fit(model, x, gpu="4GiB", optimizer="sgd", keep=keep, device="cpu")
+    tight = gt.fit(model, x, gpu=free.verdict.device_bytes * share // 100, optimizer="sgd", keep=keep, device="cpu",
+                   emit="checkpoint", output_dir=tmp_path)
+    assert tight.fits and any(".." in entry for entry in tight.checkpoint), tight.text()
+    for entry in tight.checkpoint:
+        if ".." in entry:  # a run: children of one nn.Sequential, named by index
+            first, last = entry.split("..")
+            assert first.rpartition(".")[0] == last.rpartition(".")[0]
+            model.get_submodule(first)
+            model.get_submodule(last)
+        else:
+            model.get_submodule(entry)
+    spec = importlib.util.spec_from_file_location("checkpoint", tmp_path / "checkpoint.py")
+    plan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plan)
+    names_before = [n for n, _ in model.named_parameters()]
+    expected = model(x).sum()
+    plan.apply(model)
+    assert [n for n, _ in model.named_parameters()] == names_before
+    out = model(x).sum()
+    out.backward()
+    # In training mode BatchNorm normalises by the batch's own statistics: the
+    # same batch gives the same output with checkpointing as without.
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-3)
+    assert all(p.grad is not None for p in model.parameters())

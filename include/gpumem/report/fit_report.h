@@ -17,9 +17,6 @@ inline constexpr int kFitSchemaVersion = 2;
 std::string render_fit_text(const train::FitResult& fit);
 nlohmann::ordered_json fit_to_json(const train::FitResult& fit);
 
-// --emit checkpoint: the modules to wrap, as JSON.
-std::string checkpoint_plan_json(const train::FitResult& fit);
-
 // What --emit KIND writes: its file name and contents. deepspeed: the
 // ds_config.json of the lowest ZeRO stage that fits the budget (else the
 // smallest per GPU); fsdp: a Python snippet, SHARD_GRAD_OP when it fits,

@@ -35,6 +35,15 @@ struct ChainUnit {
 // The modules at `depth` (1: top-level children) whose ops are contiguous.
 std::vector<ChainUnit> chain_units(const TrainingStep& step, int depth);
 
+// Whether `next` can join `previous`'s run under one checkpoint without
+// editing the model's code: siblings whose ops follow one another with
+// nothing in between, so that the parent's forward calls them one after the
+// other, each once, the output of one the input of the next. The children of
+// an nn.Sequential are; so is torchvision ResNet's stem (conv1, bn1, relu,
+// maxpool). A Bottleneck's bn2 and conv3 are not: its shared relu runs
+// between them (issue 46: "layer3.1.bn2..layer3.1.bn3" could not be wrapped).
+bool wrappable_after(const ChainUnit& previous, const ChainUnit& next);
+
 // The chain problem. Each unit runs normally or belongs to a checkpointed
 // segment: a run of at most `max_segment` consecutive units, each of which
 // after the first `joins_previous`. Checkpointing unit i costs cost[i].

@@ -1,8 +1,10 @@
 #pragma once
 // Configuration for the engines a sharding plan names, ready to use:
-// DeepSpeed's ds_config.json and a PyTorch FSDP snippet.
+// DeepSpeed's ds_config.json, a PyTorch FSDP snippet and a checkpointing
+// module.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpumem/train/sharding.h"
 #include "gpumem/train/training_step.h"
@@ -26,5 +28,13 @@ struct FsdpWrap {
 // the ShardingStrategy, MixedPrecision for `precision` and the auto-wrap
 // policy.
 std::string fsdp_snippet(FsdpSharding sharding, Precision precision, const FsdpWrap& wrap);
+
+// A Python module that applies a checkpoint plan to the model as it is:
+// `from checkpoint import apply; apply(model)`. Each module ("layer2.1")
+// runs its forward under torch.utils.checkpoint; each run of an
+// nn.Sequential's children ("layer1.0..layer1.1") is checkpointed from that
+// Sequential's forward. Parameter names and the model's code are unchanged.
+// `about` is a comment line saying where the plan came from.
+std::string checkpoint_snippet(const std::vector<std::string>& modules, const std::string& about);
 
 }  // namespace gpumem::train
