@@ -9,9 +9,26 @@
 #include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
+#include "gpumem/llm/vllm_quant.h"
 #include "gpumem/report/llm_report.h"
+#include "gpumem/weights/quantize_file.h"
 
 namespace gpumem::cli {
+
+namespace {
+
+// What --quant takes under an engine, and where the other names belong.
+std::string quant_names(llm::EngineKind kind) {
+  std::string ggml, vllm;
+  for (const auto& r : weights::quantize_recipes()) ggml += (ggml.empty() ? "" : ", ") + std::string(r.name);
+  for (const auto& f : llm::vllm_quant_formats()) vllm += (vllm.empty() ? "" : ", ") + std::string(f.name);
+  if (kind == llm::EngineKind::kVllm)
+    return "under --engine vllm, --quant is a quantized checkpoint vLLM serves: " + vllm +
+           " (llama.cpp's GGUF types are for --engine llama.cpp or ollama)";
+  return "under llama.cpp and ollama, --quant is a GGUF type: " + ggml + " (" + vllm + " are vLLM's: --engine vllm)";
+}
+
+}  // namespace
 
 Action add_llm_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -42,7 +59,8 @@ Action add_llm_command(CLI::App& app) {
   cmd->add_option("--gpus", args->gpus, "GPUs to split the model over (tensor and pipeline parallel)")
       ->check(kPositiveInteger);
   cmd->add_option("--quant", args->quant,
-                  "Price the weights as gpumem quantize --type would write them (q4_k_m, q8_0, q6_k, f16...)");
+                  "Price the weights quantized: a GGUF type as gpumem quantize --type writes it (q4_k_m, q8_0, "
+                  "q6_k, f16...) under llama.cpp and ollama; awq, gptq, fp8 or bitsandbytes under vllm");
   cmd->add_option("--kv-dtype", args->kv_dtype,
                   "KV cache element type: f16, bf16, f32, q8_0, q4_0, fp8; K,V apart as q8_0,f16");
   cmd->add_option("--flash-attn", args->flash_attn, "on (llama.cpp's choice on current GPUs) or off")
@@ -78,9 +96,6 @@ Action add_llm_command(CLI::App& app) {
       refuse_flags(*cmd, {"--overhead"}, "under --engine vllm", "memory outside PyTorch is --non-torch");
       refuse_flags(*cmd, {"--flash-attn", "--pcie"}, "under --engine vllm",
                    "they are llama.cpp's; vLLM neither chooses its attention kernel by flag nor offloads layers");
-      refuse_flags(*cmd, {"--quant"}, "under --engine vllm",
-                   "vLLM sizes the checkpoint as given: give an AWQ, GPTQ or FP8 checkpoint's folder (pricing a "
-                   "quantization vLLM would apply is not built yet)");
       if (args->kv_dtype != "f16" && args->kv_dtype != "bf16" && args->kv_dtype != "auto" && args->kv_dtype != "fp8" &&
           args->kv_dtype != "fp8_e4m3" && args->kv_dtype != "fp8_e5m2") {
         throw InputError("--kv-dtype " + args->kv_dtype +
@@ -108,14 +123,22 @@ Action add_llm_command(CLI::App& app) {
       v.target_concurrency = args->concurrency;
       if (!args->non_torch.empty()) v.non_torch_bytes = parse_memory_flag("--non-torch", args->non_torch, true);
       if (args->kv_dtype.rfind("fp8", 0) == 0) v.kv_bytes_per_value = 1;
-      const llm::LlmModel model = llm::load_llm_model(args->model);
-      const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
-      if (args->json) {
-        std::fputs((json_text(vllm_to_json(model, sizing), 2) + "\n").c_str(), out());
-      } else {
-        std::fputs(render_vllm_text(model, sizing).c_str(), out());
+      llm::LlmModel model = llm::load_llm_model(args->model);
+      const llm::LlmModel as_given = model;
+      if (!args->quant.empty()) {
+        const llm::VllmQuantFormat* format = llm::vllm_quant_named(args->quant);
+        if (format == nullptr) throw InputError("--quant " + args->quant + ": " + quant_names(llm::EngineKind::kVllm));
+        model = llm::vllm_quantized(std::move(model), *format);
       }
-      return sizing.fits ? kExitOk : kExitDoesNotFit;
+      const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
+      const std::vector<llm::VllmQuantLevel> levels =
+          args->quant.empty() ? llm::vllm_quant_levels(as_given, v, engine) : std::vector<llm::VllmQuantLevel>{};
+      if (args->json) {
+        std::fputs((json_text(vllm_to_json(model, sizing, levels), 2) + "\n").c_str(), out());
+      } else {
+        std::fputs(render_vllm_text(model, sizing, levels).c_str(), out());
+      }
+      return sizing.verdict.fits() ? kExitOk : kExitDoesNotFit;
     }
     llm::LlmRequest r;
     r.context = args->context;
@@ -124,6 +147,8 @@ Action add_llm_command(CLI::App& app) {
     require_flag("--gpu", args->gpu, "the memory of one GPU, e.g. 24GiB");
     r.gpu_bytes = parse_memory_flag("--gpu", args->gpu);
     r.gpus = args->gpus;
+    if (!args->quant.empty() && weights::quantize_recipe_named(args->quant) == nullptr)
+      throw InputError("--quant " + args->quant + ": " + quant_names(engine.kind));
     r.quant = args->quant;
     r.kv_dtype = args->kv_dtype;
     r.flash_attention = args->flash_attn == "on";

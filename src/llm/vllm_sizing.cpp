@@ -11,6 +11,7 @@
 #include "gpumem/common/device_defaults.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
+#include "gpumem/llm/vllm_quant.h"
 
 namespace gpumem::llm {
 namespace {
@@ -127,6 +128,17 @@ VllmSizing size_vllm(const LlmModel& m, const VllmRequest& request, const Engine
                      static_cast<int64_t>(s.cuda_graph_in_budget ? 0 : s.cuda_graph_bytes) -
                      static_cast<int64_t>(kDefaultCudaOverheadBytes);
 
+  // The least GPU that gives one request its pages: the layers' pages of
+  // the request, rounded up to whole blocks per layer, on top of what is
+  // taken, divided by the share vLLM may use. vLLM's own test (fits) stays
+  // the truth at this GPU where rounding differs.
+  const uint64_t blocks_per_layer = m.n_layer == 0 ? 0 : div_up(s.blocks_per_request, m.n_layer);
+  const uint64_t least_budget = taken + blocks_per_layer * m.n_layer * s.page_bytes;
+  uint64_t least = static_cast<uint64_t>(std::ceil(static_cast<double>(least_budget) / r.gpu_memory_utilization));
+  if (s.fits && least > r.gpu_bytes) least = r.gpu_bytes;
+  if (!s.fits && least <= r.gpu_bytes) least = r.gpu_bytes + 1;
+  s.verdict = {r.gpu_bytes, least};
+
   if (r.target_concurrency != 0) {
     const uint64_t need = r.target_concurrency * s.blocks_per_request * s.page_bytes;
     s.utilization_for_target = static_cast<double>(taken + need) / static_cast<double>(r.gpu_bytes);
@@ -142,6 +154,15 @@ VllmSizing size_vllm(const LlmModel& m, const VllmRequest& request, const Engine
     s.max_model_len_for_target = lo;
   }
   return s;
+}
+
+std::vector<VllmQuantLevel> vllm_quant_levels(const LlmModel& m, const VllmRequest& request, const EngineRules& rules) {
+  std::vector<VllmQuantLevel> levels;
+  for (const auto& format : vllm_quant_formats()) {
+    const VllmSizing s = size_vllm(vllm_quantized(m, format), request, rules);
+    levels.push_back({std::string(format.name), s.weights_bytes, s.kv_tokens, s.max_concurrency, s.verdict});
+  }
+  return levels;
 }
 
 }  // namespace gpumem::llm

@@ -298,7 +298,8 @@ nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
   return doc;
 }
 
-std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
+std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v,
+                             const std::vector<llm::VllmQuantLevel>& levels) {
   const auto& r = v.request;
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
@@ -318,6 +319,18 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
                   format_bytes(r.gpu_bytes), r.gpu_memory_utilization, r.max_num_batched_tokens, r.max_num_seqs,
                   r.block_size, r.enforce_eager ? ", enforce_eager" : ""));
   line(engine_line(v.rules));
+  line();
+  line(fmt::format("Verdict     {}", verdict_line(v.verdict)));
+  line(
+      fmt::format("            the least GPU on which vLLM gives one request of {} tokens its KV blocks, at "
+                  "gpu_memory_utilization {:.2f}",
+                  format_count(r.max_model_len), r.gpu_memory_utilization));
+  if (!v.verdict.fits()) {
+    std::string fitting;
+    for (const auto& q : levels)
+      if (q.verdict.fits()) fitting += (fitting.empty() ? "" : ", ") + q.quant;
+    if (!fitting.empty()) line("            quantized it runs: --quant " + fitting + " (a checkpoint in that format)");
+  }
   line();
   line(fmt::format("Budget      {:>11}  {} x {:.2f}", format_bytes(v.budget_bytes), format_bytes(r.gpu_bytes),
                    r.gpu_memory_utilization));
@@ -341,7 +354,7 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
   line(fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x", format_count(r.max_model_len),
                    v.max_concurrency));
   if (!v.fits) {
-    line(fmt::format("DOES NOT FIT: vLLM refuses to start; the longest max_model_len that fits is {}",
+    line(fmt::format("            vLLM refuses to start: the longest max_model_len that fits is {}",
                      format_count(v.max_model_len_that_fits)));
   }
   if (!v.cuda_graph_in_budget && v.cuda_graph_bytes > 0) {
@@ -352,6 +365,15 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
                     v.headroom_bytes < 0 ? ": capture would run out of memory; lower gpu_memory_utilization or "
                                            "use --enforce-eager"
                                          : ""));
+  }
+  if (!levels.empty()) {
+    line();
+    line("Quantized   the same request, each format vLLM serves:");
+    for (const auto& q : levels) {
+      line(fmt::format("  {:<13} weights {:>11}  KV {:>9} tokens, {:>6.2f}x  needs {:>11}  {}", q.quant,
+                       format_bytes(q.weights_bytes), format_count(q.kv_tokens), q.max_concurrency,
+                       format_bytes(q.verdict.device_bytes), verdict_brief(q.verdict)));
+    }
   }
   if (r.target_concurrency != 0) {
     line(
@@ -364,7 +386,8 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v) {
   return out;
 }
 
-nlohmann::ordered_json vllm_to_json(const llm::LlmModel& m, const llm::VllmSizing& v) {
+nlohmann::ordered_json vllm_to_json(const llm::LlmModel& m, const llm::VllmSizing& v,
+                                    const std::vector<llm::VllmQuantLevel>& levels) {
   const auto& r = v.request;
   json doc;
   doc["schema_version"] = kLlmSchemaVersion;
@@ -379,7 +402,17 @@ nlohmann::ordered_json vllm_to_json(const llm::LlmModel& m, const llm::VllmSizin
                     {"block_size", r.block_size},
                     {"enforce_eager", r.enforce_eager},
                     {"target_concurrency", r.target_concurrency}};
-  doc["fits"] = v.fits;
+  doc["fits"] = v.verdict.fits();
+  doc["verdict"] = verdict_json(v.verdict);
+  json quant_levels = json::array();
+  for (const auto& q : levels) {
+    quant_levels.push_back({{"quant", q.quant},
+                            {"weights_bytes", q.weights_bytes},
+                            {"kv_tokens", q.kv_tokens},
+                            {"max_concurrency", q.max_concurrency},
+                            {"verdict", verdict_json(q.verdict)}});
+  }
+  doc["quant_levels"] = quant_levels;
   doc["budget_bytes"] = v.budget_bytes;
   doc["weights_bytes"] = v.weights_bytes;
   doc["activation_bytes"] = v.activation_bytes;

@@ -750,10 +750,13 @@ TrainingStep predict_training_step(const Model& model, const TrainOptions& optio
       // follow from it (reshapes to constant shapes), so they cannot change.
       const BatchAxis& axis = model.batch_axis;
       if (!options.model.load.batch || !axis.symbol.empty()) throw;
+      // Its advice to give --batch does not apply: it was given.
+      std::string what = e.what();
+      what = what.substr(0, what.find("; bind its dimensions"));
       throw InputError(fmt::format(
-          "{} (--batch {} set dimension {} of '{}'{}, but this export fixed the sizes that follow from it; export "
-          "with dynamic_axes={{'{}': {{{}: 'batch'}}}})",
-          e.what(), *options.model.load.batch, axis.axis, axis.input,
+          "{}: --batch {} set dimension {} of '{}'{}, but this export fixed the sizes that follow from it; export "
+          "with dynamic_axes={{'{}': {{{}: 'batch'}}}} (docs/train.md)",
+          what, *options.model.load.batch, axis.axis, axis.input,
           axis.assumed ? ", taken as the batch since the export names none (--batch-dim AXIS chooses another)" : "",
           axis.input, axis.axis));
     }

@@ -97,7 +97,8 @@ VALUES_FOR = {
     ("llm", "--kv-dtype"): "q8_0",
 }
 # And on the variant: a generated trace is cut to a shorter context.
-VALUES_FOR_VARIANT = {("serve-sim", "generate", "--context"): "512"}
+VALUES_FOR_VARIANT = {("serve-sim", "generate", "--context"): "512", ("llm", "vllm", "--quant"): "awq",
+                      ("llm", "vllm", "--kv-dtype"): "fp8"}
 # Flags that change how fast an answer comes, never the answer: the plan
 # tests check that the answer is the same (tests/plan).
 SPEED_ONLY = {("plan", "--threads")}
@@ -224,9 +225,9 @@ def main():
                     refused += 1
                     continue
                 wrote = target is not None and os.path.exists(target) or (
-                    flag == "--emit" and os.path.exists(os.path.join(scratch, "checkpoint.json")))
+                    flag == "--emit" and os.path.exists(os.path.join(scratch, "checkpoint.py")))
                 if wrote:
-                    for leftover in (target, os.path.join(scratch, "checkpoint.json")):
+                    for leftover in (target, os.path.join(scratch, "checkpoint.py")):
                         if leftover and os.path.isfile(leftover):
                             os.remove(leftover)
                     continue

@@ -57,3 +57,46 @@ TEST(CliLlm, BadInputGetsOneLineAndExit2) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 46: --quant names a format of the engine it is given to; the other
+// engine's names are refused, saying whose they are.
+TEST(CliLlm, EachEngineTakesItsOwnQuantizations) {
+  const std::string llama = config("meta-llama-3-8b");
+  const CliRun awq = run("llm " + llama + " --engine vllm --gpu 16GiB --quant awq --json");
+  ASSERT_EQ(awq.code, 0) << awq.err;
+  const auto doc = nlohmann::json::parse(awq.out);
+  EXPECT_TRUE(doc["verdict"]["fits"].get<bool>());
+  EXPECT_EQ(doc["quant_levels"].size(), 0u);  // one format chosen
+  const CliRun bf16 = run("llm " + llama + " --engine vllm --gpu 16GiB --json");
+  EXPECT_EQ(bf16.code, 3);
+  const auto levels = nlohmann::json::parse(bf16.out)["quant_levels"];
+  ASSERT_EQ(levels.size(), 4u);
+  EXPECT_EQ(levels[0]["quant"], "awq");
+  EXPECT_EQ(levels[0]["verdict"], doc["verdict"]);  // the same question, the same answer
+
+  const CliRun ggml = run("llm " + llama + " --engine vllm --gpu 16GiB --quant q4_k_m");
+  EXPECT_EQ(ggml.code, 2);
+  EXPECT_NE(ggml.err.find("awq, gptq, fp8, bitsandbytes"), std::string::npos) << ggml.err;
+  const CliRun vllm_name = run("llm " + llama + " --gpu 16GiB --quant awq");
+  EXPECT_EQ(vllm_name.code, 2);
+  EXPECT_NE(vllm_name.err.find("--engine vllm"), std::string::npos) << vllm_name.err;
+}
+
+// Issue 46: Llama-3-8B bf16 on 16 GiB runs with -ngl 33 (the token
+// embeddings in host memory, as llama.cpp keeps them): the headline says so.
+TEST(CliLlm, TheHeadlineIsWhatLlamaCppRuns) {
+  const CliRun r = run("llm " + config("meta-llama-3-8b") + " --gpu 16GiB --context 8k");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Verdict     FITS a GPU of 16.00 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(-ngl 33)"), std::string::npos) << r.out;
+  const CliRun small = run("llm " + config("meta-llama-3-8b") + " --gpu 12GiB --context 8k");
+  EXPECT_EQ(small.code, 3);
+  EXPECT_NE(small.out.find("quantized it runs: --quant q8_0"), std::string::npos) << small.out;
+  const CliRun ollama = run("llm " + config("meta-llama-3-8b") + " --gpu 8GiB --engine ollama");
+  EXPECT_NE(ollama.out.find("num_gpu 33"), std::string::npos) << ollama.out;
+  EXPECT_NE(ollama.out.find("priced as q4_k_m"), std::string::npos) << ollama.out;
+}
+
+}  // namespace

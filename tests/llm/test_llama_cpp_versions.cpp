@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "gpumem/common/error.h"
 #include "gpumem/llm/engines.h"
 #include "gpumem/llm/llm_fit.h"
 #include "llama_cpp_recordings.h"

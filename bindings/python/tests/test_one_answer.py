@@ -44,6 +44,9 @@ QUESTIONS = (
        ("llm", LLAMA, {"gpu": "8GiB", "quant": "q4_k_m"}),
        ("llm", LLAMA, {"gpu": "12GiB", "gpus": 2}),
        ("llm", LLAMA, {"gpu": "16GiB", "kv_dtype": "q8_0", "batch": 2})]
+    + [("llm", LLAMA, {"gpu": g, "engine": "vllm", "context": c})
+       for g, c in [("16GiB", "8k"), ("24GiB", "8k"), ("80GiB", "8k"), ("20GiB", "4k")]]
+    + [("llm", LLAMA, {"gpu": "16GiB", "engine": "vllm", "quant": q}) for q in ("awq", "fp8")]
     + [("plan", BERT, {"gpu": g}) for g in ("100MiB", "16GiB")]
     + [("plan", TOKEN_MLP, {"dim": {"batch": 8, "seq": 512}, "gpu": g}) for g in ("32MiB", "64MiB")]
     + [("plan", "examples/plans/gaps.csv", {"gpu": "6B"})]

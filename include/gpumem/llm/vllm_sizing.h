@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "gpumem/common/verdict.h"
 #include "gpumem/llm/engines.h"
 #include "gpumem/llm/llm_model.h"
 
@@ -59,6 +61,9 @@ struct VllmSizing {
   bool fits = false;                     // one request of max_model_len fits (else vLLM refuses to start)
   uint64_t max_model_len_that_fits = 0;  // vLLM's own estimate when it refuses
   int64_t headroom_bytes = 0;  // memory left on the GPU after the budget, graphs (outside it) and the CUDA context
+  // The answer (common/verdict.h): the least GPU on which one request of
+  // max_model_len gets its blocks at these settings, against gpu_bytes.
+  Verdict verdict;
   // The reverse question, when target_concurrency is set:
   double utilization_for_target = 0;      // the gpu_memory_utilization that fits it; > 1 when none does
   uint64_t max_model_len_for_target = 0;  // at this utilization
@@ -67,5 +72,17 @@ struct VllmSizing {
 // InputError for a request that cannot be answered (no GPU, a utilization
 // outside (0, 1], heads that do not divide over the ranks).
 VllmSizing size_vllm(const LlmModel& m, const VllmRequest& request, const EngineRules& rules);
+
+// The model in each quantized format vLLM serves (llm/vllm_quant.h), sized
+// with the same request: what would run when the checkpoint as given does
+// not.
+struct VllmQuantLevel {
+  std::string quant;
+  uint64_t weights_bytes = 0;  // per GPU
+  uint64_t kv_tokens = 0;
+  double max_concurrency = 0;
+  Verdict verdict;
+};
+std::vector<VllmQuantLevel> vllm_quant_levels(const LlmModel& m, const VllmRequest& request, const EngineRules& rules);
 
 }  // namespace gpumem::llm

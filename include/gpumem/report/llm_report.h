@@ -3,6 +3,7 @@
 // start-up log explains its KV cache, and one JSON document (schema in
 // docs/llm.md).
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,10 @@ nlohmann::ordered_json llm_to_json(const llm::LlmPlan& plan);
 
 // `gpumem llm --engine vllm`: what vLLM will print at start-up, and the
 // answers in its terms (blocks, tokens, concurrency).
-std::string render_vllm_text(const llm::LlmModel& model, const llm::VllmSizing& sizing);
-nlohmann::ordered_json vllm_to_json(const llm::LlmModel& model, const llm::VllmSizing& sizing);
+// `levels`: the model in each format vLLM serves (empty when --quant chose one).
+std::string render_vllm_text(const llm::LlmModel& model, const llm::VllmSizing& sizing,
+                             const std::vector<llm::VllmQuantLevel>& levels = {});
+nlohmann::ordered_json vllm_to_json(const llm::LlmModel& model, const llm::VllmSizing& sizing,
+                                    const std::vector<llm::VllmQuantLevel>& levels = {});
 
 }  // namespace gpumem
