@@ -144,7 +144,7 @@ Action add_finetune_command(CLI::App& app) {
     const finetune::FinetunePlan plan =
         finetune::plan_finetune(model, o, gpu, args->max_seq, args->max_batch, parallel);
     if (!args->trace_out.empty()) write_step_trace(args->trace_out, plan.step.step);
-    if (!args->html.empty()) write_html(args->html, report::train_html(plan.step.step));
+    if (!args->html.empty()) write_html(args->html, report::train_html(plan.step.step, report::finetune_summary(plan)));
     if (args->json) {
       std::fputs((json_text(finetune_to_json(plan, args->top), 2) + "\n").c_str(), out());
     } else {

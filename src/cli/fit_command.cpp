@@ -14,6 +14,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/report/fit_report.h"
+#include "gpumem/report/html/train_page.h"
 
 namespace gpumem::cli {
 
@@ -21,7 +22,7 @@ Action add_fit_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("fit", "Make a training step fit a budget: cheapest changes, checkpointing, largest batch");
   struct Args {
-    std::string model, gpu, emit, output_dir = ".", trace_out;
+    std::string model, gpu, emit, output_dir = ".", trace_out, html;
     std::vector<std::string> keep;
     StepFlags step_flags;
     ModelFlags flags;
@@ -55,6 +56,7 @@ Action add_fit_command(CLI::App& app) {
   cmd->add_option("--output-dir", args->output_dir, "Directory for --emit (default: .)")->type_name("DIR");
   for (const char* old_name : {"-o", "--out"}) add_renamed_flag(*cmd, old_name, "--output-dir", args->output_dir);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/fit.md)");
+  add_html_flag(*cmd, args->html);
   cmd->add_option("--trace", args->trace_out,
                   "Write the chosen step, changes applied, as a gpumem trace (gpumem replay reads it)")
       ->type_name("FILE");
@@ -90,6 +92,8 @@ Action add_fit_command(CLI::App& app) {
       write_output((std::filesystem::path(args->output_dir) / name).string(), contents, args->emit + " settings");
     }
     if (!args->trace_out.empty() && fit.fits) write_step_trace(args->trace_out, fit.step);
+    // The page shows a step that does not fit too: it says why, as the text does.
+    if (!args->html.empty()) write_html(args->html, report::train_html(fit.step, report::fit_summary(fit)));
     if (!fit.fits && (!args->emit.empty() || !args->trace_out.empty()))
       std::fputs("gpumem: note: nothing written (--emit, --trace): nothing fit tried fits --gpu\n", err());
     if (args->json) {

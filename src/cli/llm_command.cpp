@@ -4,12 +4,14 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/output_files.h"
 #include "cli/size_flag.h"
 #include "cli/streams.h"
 #include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/llm/vllm_quant.h"
+#include "gpumem/report/html/train_page.h"
 #include "gpumem/report/llm_report.h"
 #include "gpumem/weights/quantize_file.h"
 
@@ -38,6 +40,7 @@ Action add_llm_command(CLI::App& app) {
     uint64_t context = 0, batch = 1, ubatch = 512;
     uint32_t gpus = 1;
     bool json = false;
+    std::string html;
     std::string engine = "llama.cpp";
     // vLLM's own settings, under their vLLM names.
     double gpu_memory_utilization = 0.9;
@@ -85,6 +88,7 @@ Action add_llm_command(CLI::App& app) {
                   "vllm: requests of --context tokens to serve at once; answers the utilization and context that fit")
       ->check(kPositiveInteger);
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/llm.md)");
+  add_html_flag(*cmd, args->html);
   return [args, cmd]() {
     const llm::EngineRules engine = llm::engine_rules(args->engine);
     // A flag of one engine is refused under another, never ignored.
@@ -94,6 +98,7 @@ Action add_llm_command(CLI::App& app) {
                    "fit, --max-seqs caps them");
       refuse_flags(*cmd, {"--ubatch"}, "under --engine vllm", "one forward's tokens are --token-budget");
       refuse_flags(*cmd, {"--overhead"}, "under --engine vllm", "memory outside PyTorch is --non-torch");
+      refuse_flags(*cmd, {"--html"}, "under --engine vllm", "vLLM's answer has no page yet: --json holds it");
       refuse_flags(*cmd, {"--flash-attn", "--pcie"}, "under --engine vllm",
                    "they are llama.cpp's; vLLM neither chooses its attention kernel by flag nor offloads layers");
       if (args->kv_dtype != "f16" && args->kv_dtype != "bf16" && args->kv_dtype != "auto" && args->kv_dtype != "fp8" &&
@@ -159,6 +164,7 @@ Action add_llm_command(CLI::App& app) {
     r.pcie_bytes_per_second = static_cast<double>(*pcie);
     r.engine = engine;
     const llm::LlmPlan plan = llm::plan_llm(llm::load_llm_model(args->model), r);
+    if (!args->html.empty()) write_html(args->html, report::llm_html(plan));
     if (args->json) {
       std::fputs((json_text(llm_to_json(plan), 2) + "\n").c_str(), out());
     } else {

@@ -74,7 +74,7 @@ Action add_train_command(CLI::App& app) {
     } else {
       std::fputs(render_train_text(step, device, verdict, args->top).c_str(), out());
     }
-    if (!args->html.empty()) write_html(args->html, report::train_html(step));
+    if (!args->html.empty()) write_html(args->html, report::train_html(step, report::train_summary(step, verdict)));
     return verdict.decided() && !verdict.fits() ? kExitDoesNotFit : kExitOk;
   };
 }

@@ -284,8 +284,18 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
   };
   p.verdict = {gpu, need(p.context, request.batch)};
   p.fits = p.verdict.fits();
+  if (n > 1) {
+    if (tp_valid) {
+      p.placed = sizer.tensor_parallel(p.context, request.batch, n);
+    } else {
+      for (const GpuMemory& g : sizer.pipeline(p.context, request.batch, n))
+        if (g.total() >= p.placed.total()) p.placed = g;
+    }
+  }
   if (n == 1) {
-    p.host_bytes = sizer.offload(p.context, request.batch, m.n_layer).host_bytes;
+    const LayerOffload all = sizer.offload(p.context, request.batch, m.n_layer);
+    p.placed = all.gpu;
+    p.host_bytes = all.host_bytes;
     for (const char* level : kQuantLevels) {
       if (weights::quantize_recipe_named(level) == nullptr) continue;
       LlmRequest q = request;

@@ -4,6 +4,7 @@
 
 #include "gpumem/common/units.h"
 #include "gpumem/common/verdict.h"
+#include "gpumem/report/summary.h"
 #include "gpumem/report/train_report.h"
 
 namespace gpumem {
@@ -15,30 +16,6 @@ using train::Category;
 // The peak by what the bytes are for: the step's categories, with the
 // weights split into frozen and trainable and the logits apart (they are
 // often the largest single thing at the peak). Sums to the peak.
-struct Part {
-  const char* name;
-  uint64_t bytes;
-  const char* what;
-};
-std::vector<Part> breakdown(const FinetunePlan& p) {
-  const auto& f = p.step;
-  const auto& s = f.step;
-  const auto at = [&](Category c) { return s.breakdown[static_cast<int>(c)]; };
-  const uint64_t weights = at(Category::kWeights);
-  const uint64_t trainable = std::min(weights, f.trainable_weight_bytes);
-  return {
-      {"frozen_weights", weights - trainable, "frozen weights at their storage type"},
-      {"trainable_weights", trainable, "the parameters the optimizer updates"},
-      {"gradients", at(Category::kGradients), "their gradients"},
-      {"optimizer_states", at(Category::kOptimizerStates), "the optimizer's states"},
-      {"inputs", at(Category::kInputs), "token ids and labels"},
-      {"saved_activations", at(Category::kSavedActivations) - f.logits_saved_bytes, "what autograd keeps for backward"},
-      {"logits", f.logits_saved_bytes + f.logits_transient_bytes,
-       "logits, their fp32 copy, log-softmax and their gradients"},
-      {"transient", at(Category::kTransient) - f.logits_transient_bytes, "outputs not kept, gradients in flight"},
-  };
-}
-
 std::string settings(const finetune::FinetuneOptions& o) {
   std::string method = to_string(o.method);
   if (o.method == finetune::FinetuneMethod::kLora || o.method == finetune::FinetuneMethod::kQlora) {
@@ -89,8 +66,8 @@ std::string render_finetune_text(const FinetunePlan& p, int top) {
   }
   line(fmt::format("Allocated   {:>12}  peak in {} at '{}' (max_memory_allocated)", format_bytes(s.peak_bytes),
                    to_string(s.peak_phase), s.peak_op));
-  for (const auto& part : breakdown(p))
-    line(fmt::format("  {:<18}{:>12}  {}", part.name, format_bytes(part.bytes), part.what));
+  for (const auto& part : report::finetune_summary(p).breakdown)
+    line(fmt::format("  {:<18}{:>12}  {}", part.name, format_bytes(part.bytes), part.meaning));
   out += render_largest_at_peak(s, top);
   if (p.per_gpu) {
     const auto& g = *p.per_gpu;
@@ -160,7 +137,7 @@ nlohmann::ordered_json finetune_to_json(const FinetunePlan& p, int top) {
   doc["reserved_peak_bytes"] = p.device.reserved_peak;
   doc["device_bytes"] = p.per_gpu ? p.device.device_bytes() : p.verdict.device_bytes;
   json parts;
-  for (const auto& part : breakdown(p)) parts[part.name] = part.bytes;
+  for (const auto& part : report::finetune_summary(p).breakdown) parts[part.name] = part.bytes;
   doc["breakdown"] = parts;
   doc["peak_phase"] = to_string(s.peak_phase);
   doc["peak_op"] = s.peak_op;

@@ -6,6 +6,7 @@
 #include "gpumem/common/units.h"
 #include "gpumem/common/verdict.h"
 #include "gpumem/report/fit_report.h"
+#include "gpumem/report/summary.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/train/engine_config.h"
 
@@ -56,6 +57,13 @@ std::string render_fit_text(const train::FitResult& f) {
                          ? "unconstrained (it runs out on this GPU)"
                          : fmt::format("on this GPU (capped at {} less the overhead)", format_bytes(f.budget))));
   }
+  {
+    const report::Summary summary = report::fit_summary(f);
+    std::string parts;
+    for (const auto& row : summary.breakdown)
+      if (row.bytes) parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", row.name, format_bytes(row.bytes));
+    line("            allocated at the peak: " + parts);
+  }
   if (!f.why_not.empty()) line("Why         " + f.why_not);
   if (f.max_batch_without_checkpointing) {
     line(fmt::format("Max batch   {} (the next, {}: {}); without checkpointing: {}", f.batch, f.batch + 1,
@@ -65,9 +73,9 @@ std::string render_fit_text(const train::FitResult& f) {
   if (!f.changes.empty()) {
     line();
     line("Changes, cheapest first");
-    for (const auto& c : f.changes) {
-      line(fmt::format("  {:<28} {:>12} -> {:>12}  {}", c.change, format_bytes(c.peak_before),
-                       format_bytes(c.peak_after), c.cost));
+    for (const auto& c : report::fit_summary(f).changes) {
+      line(fmt::format("  {:<28} {:>12} -> {:>12}  {}", c.change, format_bytes(c.before), format_bytes(c.after),
+                       c.cost));
     }
   }
   if (!f.checkpoint.modules.empty()) {

@@ -7,6 +7,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/common/verdict.h"
+#include "gpumem/report/summary.h"
 
 namespace gpumem {
 namespace {
@@ -109,6 +110,12 @@ std::string render_llm_text(const LlmPlan& p) {
   const auto layers_flag = [&](uint32_t n) { return fmt::format("{} {}", ollama ? "num_gpu" : "-ngl", n); };
   line();
   line(fmt::format("Verdict     {}", verdict_line(p.verdict)));
+  {
+    std::string held;
+    for (const auto& row : report::llm_summary(p).breakdown)
+      held += fmt::format("{}{} {}", held.empty() ? "" : " + ", row.name, format_bytes(row.bytes));
+    line(fmt::format("            {}: {}", r.gpus == 1 ? "on the GPU" : "on the fullest GPU", held));
+  }
   if (r.gpus == 1) {
     line(
         fmt::format("            every layer and the output on the GPU ({}); the token embeddings ({}) stay in host "

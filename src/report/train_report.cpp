@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gpumem/common/units.h"
+#include "gpumem/report/summary.h"
 #include "gpumem/report/train_report.h"
 
 namespace gpumem {
@@ -84,8 +85,8 @@ std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& 
                                               : "CUDA context and workspaces: a stated default, --overhead to set it"));
   line(fmt::format("Allocated   {:>12}  in {} at '{}': the tensors' peak (max_memory_allocated)",
                    format_bytes(s.peak_bytes), to_string(s.peak_phase), s.peak_op));
-  for (int c = 0; c < train::kCategories; ++c) {
-    line(fmt::format("  {:<18}{:>12}", to_string(static_cast<Category>(c)), format_bytes(s.breakdown[c])));
+  for (const auto& row : report::train_summary(s, verdict).breakdown) {
+    line(fmt::format("  {:<18}{:>12}", row.name, format_bytes(row.bytes)));
   }
   line(fmt::format("Steady      {:>12}  carried from step to step: weights and optimizer states{}",
                    format_bytes(s.steady_state_bytes), s.options.grads_set_to_none ? "" : " and gradients"));

@@ -152,7 +152,8 @@ TEST_F(HtmlInBrowser, TrainingPageStacksEveryCategory) {
   train::TrainOptions options;
   const train::TrainingStep step =
       train::predict_training_step((source_dir() / "tests/data/train/gpt_adam.onnx").string(), options);
-  const BrowserRun run = load_page(write_page("train", report::train_html(step)), screenshot_path("train"));
+  const BrowserRun run = load_page(write_page("train", report::train_html(step, report::train_summary(step, {}))),
+                                   screenshot_path("train"));
   expect_clean(run, "training page");
   EXPECT_EQ(count(run.dom, "<path class=\"area "), static_cast<std::size_t>(train::kCategories));
   EXPECT_NE(run.dom.find(">backward</text>"), std::string::npos);
@@ -169,11 +170,11 @@ TEST(HtmlPages, CheckpointedModulesShowWhereBackwardRecomputes) {
   options.checkpoint = {"layer2", "layer3"};
   const train::TrainingStep step =
       train::predict_training_step((source_dir() / "tests/data/train/resnet18_sgd.onnx").string(), options);
-  const std::string page = report::train_html(step);
+  const std::string page = report::train_html(step, report::train_summary(step, {}));
   EXPECT_EQ(count(page, "<rect class=\"highlight\""), 2u) << "one band per recomputed module";
   const train::TrainingStep plain =
       train::predict_training_step((source_dir() / "tests/data/train/resnet18_sgd.onnx").string(), {});
-  EXPECT_EQ(count(report::train_html(plain), "<rect class=\"highlight\""), 0u)
+  EXPECT_EQ(count(report::train_html(plain, report::train_summary(plain, {})), "<rect class=\"highlight\""), 0u)
       << "without checkpointing, nothing is recomputed";
 }
 

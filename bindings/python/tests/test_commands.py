@@ -90,9 +90,11 @@ def test_html_is_the_commands_report(tmp_path):
     assert r.html() == out.read_text()
     inline = r._repr_html_()
     assert inline.startswith("<iframe srcdoc=") and "&lt;html" in inline
-    # A command without an HTML report shows its text report.
+    # llm has a page now (issue 46); a command without one shows its text report.
     f = gpumem.llm("examples/llm/llama-3-8b", gpu="8GiB")
-    assert f.html() is None and f._repr_html_().startswith("<pre>")
+    assert f.html().startswith("<!DOCTYPE html>") and "Verdict" in f.html()
+    w = gpumem.weights("tests/data/weights/tiny_llama.safetensors")
+    assert w.html() is None and w._repr_html_().startswith("<pre>")
 
 
 def test_quantize_writes_what_the_command_line_writes(tmp_path):

@@ -108,3 +108,45 @@ def test_train_and_fit_agree_on_the_same_step(batch, gpu):
     fit = cli_json("fit", *common, "--keep", "optimizer,precision,checkpoint,batch,offload",
                    check_codes=(0, 3))["verdict"]
     assert train == fit
+
+
+# Issue 46: every page shows the verdict, the breakdown and the changes its
+# text report shows, figure by figure.
+PAGES = [
+    ("train", [RESNET, "--optimizer", "sgd-momentum", "--gpu", "800MiB"]),
+    ("train", [TRANSFORMER, "--gpu", "1GiB"]),
+    ("fit", [RESNET, "--optimizer", "sgd-momentum", "--gpu", "700MiB"]),
+    ("fit", [BERT, "--gpu", "2GiB"]),
+    ("finetune", [LLAMA, "--method", "qlora", "--context", "4k", "--gpu", "12GiB"]),
+    ("finetune", [LLAMA, "--method", "full", "--gpu", "24GiB"]),
+    ("llm", [LLAMA, "--gpu", "12GiB", "--context", "8k"]),
+    ("llm", [LLAMA, "--gpu", "24GiB", "--gpus", "2"]),
+]
+
+
+def page_parts(page):
+    import html as html_module
+    verdict = re.search(r"<h2>Verdict</h2>\s*<p>(.*?)</p>", page)
+    rows = [[html_module.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", page)]
+    return (html_module.unescape(verdict.group(1)) if verdict else None), [r for r in rows if r]
+
+
+@pytest.mark.parametrize("command,args", PAGES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(PAGES)])
+def test_every_page_says_what_its_text_says(command, args, tmp_path):
+    page_path = tmp_path / "page.html"
+    _, text, _ = run_cli(command, *args, "--html", page_path, check_codes=(0, 3))
+    verdict, rows = page_parts(page_path.read_text())
+    assert verdict is not None
+    assert verdict in text, f"{verdict!r} not in the text"
+    lines = text.splitlines()
+    breakdown = [r for r in rows if len(r) == 3]
+    changes = [r for r in rows if len(r) == 4]
+    assert breakdown
+    for name, size, _meaning in breakdown:
+        if size == "0 B":
+            continue  # a category with nothing in it may be left out of a one-line text
+        assert any(name in line and size in line for line in lines), f"{name} {size} not in the text"
+    for change, _before, after, _cost in changes:
+        label = change.removeprefix("--quant ")
+        assert any(label in line and after in line for line in lines), f"{change} -> {after} not in the text"

@@ -101,6 +101,7 @@ struct LlmPlan {
   // one forward and the overhead (offload at every layer); over several
   // GPUs, the placement below.
   Verdict verdict;
+  GpuMemory placed;         // what the verdict's GPU holds (the fullest GPU over several)
   uint64_t host_bytes = 0;  // one GPU: what that placement leaves in host memory (the token embeddings)
   // Ollama's library tags are 4-bit: with --engine ollama and no --quant, a
   // full-precision source is priced as q4_k_m ("" when not).

@@ -8,11 +8,13 @@
 #include "gpumem/report/html/charts.h"
 #include "gpumem/report/html/document.h"
 #include "gpumem/report/html/train_page.h"
+#include "report/html/summary_section.h"
 
 namespace gpumem::report {
 
-std::string train_html(const train::TrainingStep& step) {
+std::string train_html(const train::TrainingStep& step, const Summary& summary) {
   html::Document doc("Training step of " + step.model);
+  html::summary_section(doc, summary);
   doc.facts({{"model", step.model},
              {"peak", fmt::format("{} in {} at {}", format_bytes(step.peak_bytes), train::to_string(step.peak_phase),
                                   step.peak_op)},
@@ -73,14 +75,6 @@ std::string train_html(const train::TrainingStep& step) {
   }
   chart.markers.push_back({static_cast<double>(step.peak_time), "peak: " + format_bytes(step.peak_bytes)});
   doc.line_chart(chart);
-
-  doc.heading("At the peak");
-  html::Table t;
-  t.header = {"what", "bytes"};
-  for (int c = 0; c < train::kCategories; ++c) {
-    t.rows.push_back({train::to_string(static_cast<train::Category>(c)), format_bytes(step.breakdown[c])});
-  }
-  doc.table(t);
 
   if (!step.recomputed_ops.empty()) {
     doc.heading("Checkpointing");
