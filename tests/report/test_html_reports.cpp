@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <string>
 
 #include "gpumem/alloc/policies/policy_registry.h"
@@ -60,6 +61,49 @@ TEST(Envelope, EmptyColumnsCarryTheValueBefore) {
   for (std::size_t c = 1; c < 9; ++c) EXPECT_EQ(cols[c].low, 40) << c;
   EXPECT_EQ(cols[9].low, 7);
   EXPECT_EQ(cols[9].high, 40);
+}
+
+// Issue 46: the replay page's "runs out of memory" labels wrote over one
+// another when policies ran out at nearby events. Each label now takes the
+// first row it clears, on either side of its line.
+TEST(HtmlDocument, MarkerLabelsDoNotOverlap) {
+  report::html::LineChart chart;
+  chart.id = "markers";
+  chart.title = "markers";
+  report::html::Series line;
+  line.name = "allocated";
+  for (int x = 0; x <= 1000; x += 10) {
+    line.x.push_back(x);
+    line.high.push_back(x);
+  }
+  line.low = line.high;
+  chart.series.push_back(line);
+  for (double x : {300.0, 300.0, 310.0, 320.0, 420.0, 990.0})
+    chart.markers.push_back({x, "pytorch-expandable runs out of memory"});
+  report::html::Document doc("markers");
+  doc.line_chart(chart);
+  const std::string page = doc.html();
+  const std::regex label(
+      R"re(<g class="marker"><line x1="([0-9.]+)"[^>]*/><text x="([0-9.]+)" y="([0-9.]+)"( text-anchor="end")?>([^<]*)</text>)re");
+  struct Span {
+    double left, right, y;
+  };
+  std::vector<Span> spans;
+  for (auto it = std::sregex_iterator(page.begin(), page.end(), label); it != std::sregex_iterator(); ++it) {
+    const double x = std::stod((*it)[2]);
+    const double width = 6.2 * static_cast<double>((*it)[5].length());
+    const bool end = (*it)[4].matched;
+    spans.push_back({end ? x - width : x, end ? x : x + width, std::stod((*it)[3])});
+    EXPECT_LE(spans.back().right, 720.5) << "a label runs into the legend";
+  }
+  ASSERT_EQ(spans.size(), 6u);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    for (size_t j = i + 1; j < spans.size(); ++j) {
+      const bool same_row = spans[i].y == spans[j].y;
+      const bool apart = spans[i].right <= spans[j].left || spans[j].right <= spans[i].left;
+      EXPECT_TRUE(!same_row || apart) << i << " and " << j << " overlap at y " << spans[i].y;
+    }
+  }
 }
 
 TEST(HtmlDocument, EscapesAndForbidsEveryRequest) {

@@ -27,6 +27,50 @@ struct Scale {
 
 std::string num(double v) { return fmt::format("{:.1f}", v); }
 
+// Where each marker's label goes, so that no two overlap (issue 46: several
+// policies running out of memory at nearby events wrote over one another).
+// A label sits right of its line, or left of it where it would leave the
+// plot; labels take the first row, from the top, where they clear the
+// labels already there. Widths are estimated at 6.2 px a character of the
+// 11 px font, which holds for the digits and lower case the labels use.
+struct MarkerLabel {
+  double line_x = 0, text_x = 0, text_y = 0;
+  bool anchor_end = false;
+  std::string label;
+};
+
+std::vector<MarkerLabel> marker_labels(const std::vector<Marker>& markers, const Scale& s) {
+  constexpr double kCharWidth = 6.2, kRowHeight = 14, kGap = 6;
+  std::vector<std::size_t> order(markers.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return markers[a].x < markers[b].x; });
+  std::vector<std::vector<std::pair<double, double>>> rows;  // the spans taken in each row
+  std::vector<MarkerLabel> out;
+  for (const std::size_t i : order) {
+    MarkerLabel m;
+    m.label = markers[i].label;
+    m.line_x = s.px(markers[i].x);
+    const double width = kCharWidth * static_cast<double>(m.label.size());
+    m.anchor_end = m.line_x + 4 + width > kRight;  // the legend is right of the plot
+    const double left = m.anchor_end ? m.line_x - 4 - width : m.line_x + 4;
+    const std::pair<double, double> span{left - kGap / 2, left + width + kGap / 2};
+    std::size_t row = 0;
+    for (; row < rows.size(); ++row) {
+      const bool clear = std::all_of(rows[row].begin(), rows[row].end(), [&](const auto& taken) {
+        return span.second <= taken.first || span.first >= taken.second;
+      });
+      if (clear) break;
+    }
+    if (row == rows.size()) rows.emplace_back();
+    rows[row].push_back(span);
+    m.text_x = m.anchor_end ? m.line_x - 4 : m.line_x + 4;
+    m.text_y = kTop + 24 + kRowHeight * static_cast<double>(row);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 std::string y_tick(double v, bool bytes) {
   if (bytes) return format_bytes(static_cast<std::uint64_t>(std::max(0.0, v)));
   return fmt::format("{:.3g}", v);
@@ -204,11 +248,12 @@ void Document::line_chart(const LineChart& chart) {
                     num(s.px(b.x_begin)), num(kTop), num(std::max(0.5, s.px(b.x_end) - s.px(b.x_begin))),
                     num(kBottom - kTop), escape(b.label));
   }
-  for (const Marker& m : chart.markers) {
+  for (const MarkerLabel& m : marker_labels(chart.markers, s)) {
     svg += fmt::format(
-        "<g class=\"marker\"><line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/><text x=\"{3}\" y=\"{4}\">{5}</text>"
-        "<title>{5}</title></g>",
-        num(s.px(m.x)), num(kTop), num(kBottom), num(s.px(m.x) + 4), num(kTop + 24), escape(m.label));
+        "<g class=\"marker\"><line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/><text x=\"{3}\" y=\"{4}\"{6}>{5}"
+        "</text><title>{5}</title></g>",
+        num(m.line_x), num(kTop), num(kBottom), num(m.text_x), num(m.text_y), escape(m.label),
+        m.anchor_end ? " text-anchor=\"end\"" : "");
   }
   legend(svg, names, "s");
   svg += "</svg>";

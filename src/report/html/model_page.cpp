@@ -9,6 +9,7 @@
 #include "gpumem/report/html/document.h"
 #include "gpumem/report/html/model_page.h"
 #include "report/html/arena_picture.h"
+#include "report/html/summary_section.h"
 
 namespace gpumem::report {
 namespace {
@@ -118,6 +119,10 @@ std::string model_html(const InspectResult& inspected, const infer::PlanReport* 
 
 std::string plan_html(const infer::PlanReport& plan) {
   Document doc("Plan of " + plan.input);
+  // The verdict the text gives, in its words (report/summary.h).
+  Summary verdict;
+  verdict.verdict = plan.verdict;
+  summary_section(doc, verdict);
   add_plan(doc, plan);
   return doc.html();
 }
