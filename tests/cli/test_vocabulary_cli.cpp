@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
 #include "test_paths.h"
@@ -145,6 +146,46 @@ TEST(Vocabulary, OldNamesStillWorkAndSayTheNewOne) {
   EXPECT_EQ(converted.code, 0) << converted.err;
   EXPECT_NE(converted.err.find("--out is now -o/--output"), std::string::npos) << converted.err;
   EXPECT_NE(converted.err.find("gpumem: wrote " + out + " (jsonl trace, "), std::string::npos) << converted.err;
+}
+
+// Issue 46: one flag per idea. The sequence length is --context on every
+// command, in the forms users type (8k), and the names other tools use for
+// it are read with a note; finetune's micro-batch is --batch, its
+// checkpointing --checkpoint; serve-sim takes the model positionally.
+TEST(Vocabulary, OneFlagForTheSequenceLengthInTheFormsUsersType) {
+  const std::string llama = source("examples/llm/llama-3-8b");
+  const auto context_of = [](const CliRun& r) { return nlohmann::json::parse(r.out)["request"]["context"]; };
+  const CliRun plain = run("llm " + llama + " --gpu 24GiB --context 8192 --json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.err, "");
+  for (const char* spelling : {"--context 8k", "--context 8K", "--ctx 8192", "-c 8k", "--seq_len 8k", "--seq-len 8k",
+                               "--ctx-size 8192", "--max-model-len 8k", "--num-ctx 8k"}) {
+    const CliRun r = run("llm " + llama + " --gpu 24GiB " + spelling + " --json");
+    SCOPED_TRACE(spelling);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(context_of(r), context_of(plain));
+    const bool alias = std::string(spelling).rfind("--context", 0) != 0;
+    EXPECT_EQ(r.err.find("is now --context, the same flag on every command") != std::string::npos, alias) << r.err;
+  }
+  const CliRun bad = run("llm " + llama + " --gpu 24GiB --context 8kb");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("is not a token count (e.g. 4096, 8k, 128k)"), std::string::npos) << bad.err;
+
+  const CliRun finetune = run("finetune " + llama + " --context 1k --batch 2 --checkpoint layers --json");
+  ASSERT_EQ(finetune.code, 0) << finetune.err;
+  const CliRun old = run("finetune " + llama + " --seq 1024 --micro-batch 2 --checkpointing layers --json");
+  ASSERT_EQ(old.code, 0) << old.err;
+  EXPECT_EQ(nlohmann::json::parse(old.out)["peak_bytes"], nlohmann::json::parse(finetune.out)["peak_bytes"]);
+  for (const char* note : {"--seq is now --context", "--micro-batch is now --batch", "--checkpointing is now --checkpoint"})
+    EXPECT_NE(old.err.find(note), std::string::npos) << note << "\n" << old.err;
+
+  const CliRun positional = run("serve-sim " + llama + " --gpu 24GiB --requests " +
+                                source("examples/serve/bursty.csv") + " --context 4k --json");
+  ASSERT_EQ(positional.code, 0) << positional.err;
+  const CliRun flag = run("serve-sim --model " + llama + " --gpu 24GiB --requests " +
+                          source("examples/serve/bursty.csv") + " --max-model-len 4096 --json");
+  ASSERT_EQ(flag.code, 0) << flag.err;
+  EXPECT_EQ(nlohmann::json::parse(flag.out), nlohmann::json::parse(positional.out));
 }
 
 TEST(Vocabulary, ASizeWithoutAUnitIsRefusedWithAGuess) {
