@@ -24,7 +24,7 @@ build: configure
 # CLI and the Python module (imported from the build folder), not the tests
 # and benchmarks.
 build-cli: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target gpumem_cli gpumem_python gpumem_python_sources
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target gpumem_quickstart
 	@scripts/python-path.sh $(BUILD_DIR)
 
 run: build-cli
