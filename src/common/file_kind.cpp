@@ -1,4 +1,5 @@
 #include "common/file_kind.h"
+#include "gpumem/common/flag_names.h"
 
 #include <unistd.h>
 
@@ -30,10 +31,10 @@ constexpr std::array<KindInfo, 10> kKinds{{
     {FileKind::Safetensors, "a safetensors weights file",
      "`gpumem weights`, or `gpumem llm` on its folder (with its config.json)"},
     {FileKind::SafetensorsIndex, "a safetensors index", "`gpumem weights`, or `gpumem llm` on its folder"},
-    {FileKind::ModelConfig, "a model's config.json", "`gpumem llm` or `gpumem serve-sim --model`"},
+    {FileKind::ModelConfig, "a model's config.json", "`gpumem llm` or `gpumem serve-sim`"},
     {FileKind::ModelFolder, "a model folder", "`gpumem llm` or `gpumem weights`"},
     {FileKind::PlanCsv, "a MiniMalloc CSV of buffers", "`gpumem plan`"},
-    {FileKind::RequestTrace, "a request trace", "`gpumem serve-sim --requests`"},
+    {FileKind::RequestTrace, "a request trace", "`gpumem serve-sim " GPUMEM_FLAG_REQUESTS "`"},
     {FileKind::OomMessage, "an out-of-memory message", "`gpumem explain-oom`"},
 }};
 

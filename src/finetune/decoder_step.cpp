@@ -5,6 +5,7 @@
 // its size and type; views share storage; what each kernel keeps for
 // backward is op_rules.cpp's.
 #include "finetune/decoder_step.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -135,15 +136,15 @@ class Builder {
       throw InputError(m_.source + ": the model's shape is incomplete (layers, hidden size, heads and vocabulary)");
     if (m_.head_dim_v != 0 && m_.head_dim_k != 0 && m_.head_dim_v != m_.head_dim_k)
       throw InputError(m_.source + ": K and V heads of different sizes (multi-head latent attention) cannot be sized");
-    if (o_.seq < 2) throw InputError("--seq: at least 2 tokens (the loss predicts each next one)");
-    if (o_.micro_batch == 0) throw InputError("--micro-batch: at least 1");
+    if (o_.seq < 2) throw InputError(GPUMEM_FLAG_CONTEXT ": at least 2 tokens (the loss predicts each next one)");
+    if (o_.micro_batch == 0) throw InputError(GPUMEM_FLAG_BATCH ": at least 1");
     if (m_.n_ctx_train != 0 && o_.seq > m_.n_ctx_train)
-      throw InputError(
-          fmt::format("--seq {}: past max_position_embeddings {} of {}", o_.seq, m_.n_ctx_train, m_.source));
+      throw InputError(fmt::format(GPUMEM_FLAG_CONTEXT " {}: past max_position_embeddings {} of {}", o_.seq,
+                                   m_.n_ctx_train, m_.source));
     static const std::set<std::string, std::less<>> known = {"q", "k", "v", "o", "gate", "up", "down"};
     for (const auto& t : o_.lora_targets) {
       if (!known.count(t))
-        throw InputError(fmt::format("--lora-targets: '{}' is not one of q, k, v, o, gate, up, down", t));
+        throw InputError(fmt::format(GPUMEM_FLAG_LORA_TARGETS ": '{}' is not one of q, k, v, o, gate, up, down", t));
     }
   }
 

@@ -16,7 +16,7 @@ namespace gpumem::finetune {
 
 struct DecoderStep {
   train::StepGraph graph;
-  std::vector<std::string> layer_modules;  // "model.layers.0", ... for --checkpointing
+  std::vector<std::string> layer_modules;  // "model.layers.0", ... for --checkpoint layers
   uint64_t frozen_weight_bytes = 0, trainable_weight_bytes = 0;
   uint64_t trainable_parameters = 0, total_parameters = 0;
 };

@@ -1,6 +1,7 @@
 // The answers around a fine-tuning step: fits, the longest sequence and
 // largest micro-batch, and single changes that would fit.
 #include "gpumem/finetune/finetune_fit.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <functional>
@@ -145,45 +146,45 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     std::function<bool(FinetuneOptions&)> apply;  // false: does not apply
   };
   const std::vector<Candidate> candidates = {
-      {"--checkpointing layers", "each layer's forward runs again in backward (about a third more compute)",
+      {GPUMEM_FLAG_CHECKPOINT " layers", "each layer's forward runs again in backward (about a third more compute)",
        [](FinetuneOptions& o) {
          if (o.checkpointing) return false;
          o.checkpointing = true;
          return true;
        }},
-      {"--attention sdpa", "none: a fused kernel instead of the [b, heads, s, s] scores",
+      {GPUMEM_FLAG_ATTENTION " sdpa", "none: a fused kernel instead of the [b, heads, s, s] scores",
        [](FinetuneOptions& o) {
          if (o.attention != Attention::kEager) return false;
          o.attention = Attention::kSdpa;
          return true;
        }},
-      {"--micro-batch half, --grad-accum double", "the same effective batch in twice the steps",
+      {GPUMEM_FLAG_BATCH " half, " GPUMEM_FLAG_GRAD_ACCUM " double", "the same effective batch in twice the steps",
        [](FinetuneOptions& o) {
          if (o.micro_batch < 2) return false;
          o.micro_batch /= 2;
          o.grad_accum *= 2;
          return true;
        }},
-      {"--method qlora", "4-bit base weights: dequantized every step, a small loss of quality",
+      {GPUMEM_FLAG_METHOD " qlora", "4-bit base weights: dequantized every step, a small loss of quality",
        [](FinetuneOptions& o) {
          if (o.method != FinetuneMethod::kLora) return false;
          o.method = FinetuneMethod::kQlora;
          return true;
        }},
-      {"--method lora", "adapters only: the base weights stay as they are",
+      {GPUMEM_FLAG_METHOD " lora", "adapters only: the base weights stay as they are",
        [](FinetuneOptions& o) {
          if (o.method != FinetuneMethod::kFull && o.method != FinetuneMethod::kFreeze) return false;
          o.method = FinetuneMethod::kLora;
          return true;
        }},
-      {"--optimizer adam8bit", "8-bit optimizer states (bitsandbytes)",
+      {GPUMEM_FLAG_OPTIMIZER " adam8bit", "8-bit optimizer states (bitsandbytes)",
        [](FinetuneOptions& o) {
          if (o.train.optimizer != train::Optimizer::kAdamW && o.train.optimizer != train::Optimizer::kAdam)
            return false;
          o.train.optimizer = train::Optimizer::kAdam8bit;
          return true;
        }},
-      {"--precision bf16", "bf16 weights and activations, no fp32 master copy",
+      {GPUMEM_FLAG_PRECISION " bf16", "bf16 weights and activations, no fp32 master copy",
        [](FinetuneOptions& o) {
          if (o.train.precision == train::Precision::kBf16) return false;
          o.train.precision = train::Precision::kBf16;
@@ -208,16 +209,16 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
       more.gpus = gpus;
       more.strategy = Strategy::kZero3;
       const uint64_t device = per_gpu(model, plan.step, more).device_bytes;
-      plan.changes.push_back({fmt::format("--gpus {} --strategy zero3", gpus), "more GPUs, the model sharded over them",
-                              device, device <= gpu_bytes});
+      plan.changes.push_back({fmt::format(GPUMEM_FLAG_GPUS " {} " GPUMEM_FLAG_STRATEGY " zero3", gpus),
+                              "more GPUs, the model sharded over them", device, device <= gpu_bytes});
       if (device <= gpu_bytes) break;  // the fewest GPUs that fit
     }
   }
   // Over several GPUs, the engine's sharding is a lever too.
   if (parallel.gpus > 1) {
-    const std::pair<Strategy, const char*> shardings[] = {{Strategy::kZero2, "--strategy zero2"},
-                                                          {Strategy::kZero3, "--strategy zero3"},
-                                                          {Strategy::kFsdp, "--strategy fsdp"}};
+    const std::pair<Strategy, const char*> shardings[] = {{Strategy::kZero2, GPUMEM_FLAG_STRATEGY " zero2"},
+                                                          {Strategy::kZero3, GPUMEM_FLAG_STRATEGY " zero3"},
+                                                          {Strategy::kFsdp, GPUMEM_FLAG_STRATEGY " fsdp"}};
     for (const auto& [strategy, what] : shardings) {
       if (strategy == parallel.strategy) continue;
       FinetuneParallel other = parallel;
@@ -229,8 +230,8 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
       FinetuneParallel other = parallel;
       other.offload = true;
       const uint64_t device = per_gpu(model, plan.step, other).device_bytes;
-      plan.changes.push_back(
-          {"--offload", "optimizer states in CPU memory: the update runs on the CPU", device, device <= gpu_bytes});
+      plan.changes.push_back({GPUMEM_FLAG_OFFLOAD, "optimizer states in CPU memory: the update runs on the CPU", device,
+                              device <= gpu_bytes});
     }
   }
   std::stable_sort(plan.changes.begin(), plan.changes.end(),

@@ -1,4 +1,5 @@
 #include "gpumem/infer/dynamic_batcher.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -25,7 +26,7 @@ BatchMemoryTable BatchMemoryTable::build(const std::filesystem::path& model, con
     if (need.sizes_unknown) {
       throw InputError(
           fmt::format("{}: at batch {} some tensor sizes are unknown, so its memory is only a lower bound "
-                      "(bind symbolic dimensions with --dim)",
+                      "(bind symbolic dimensions with " GPUMEM_FLAG_DIM ")",
                       name, b));
     }
     needs.push_back(need);

@@ -1,4 +1,5 @@
 #include "gpumem/infer/inference_levers.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 
@@ -33,9 +34,9 @@ std::vector<InferenceLever> inference_levers(const InspectResult& base, const In
 
   const bool priced_already = current.pricing.weights_as || current.pricing.activations_as;
   if (!priced_already && has_wide_floats(g, DType::Float16)) {
-    keep("--dtype fp16", "weights and activations in half precision (bf16 is the same size)",
+    keep(GPUMEM_FLAG_DTYPE " fp16", "weights and activations in half precision (bf16 is the same size)",
          priced({DType::Float16, DType::Float16}));
-    keep("--weights-dtype int8", "weights quantised to int8, activations as they are",
+    keep(GPUMEM_FLAG_WEIGHTS_DTYPE " int8", "weights quantised to int8, activations as they are",
          priced({DType::Int8, std::nullopt}));
   }
   const BatchAxis& axis = base.model.batch_axis;
@@ -54,7 +55,8 @@ std::vector<InferenceLever> inference_levers(const InspectResult& base, const In
         options.load.batch = other;
       }
       try {
-        keep(by_symbol ? fmt::format("--dim {}={}", symbol, other) : fmt::format("--batch {}", other),
+        keep(by_symbol ? fmt::format(GPUMEM_FLAG_DIM " {}={}", symbol, other)
+                       : fmt::format(GPUMEM_FLAG_BATCH " {}", other),
              by_symbol      ? fmt::format("{} {} instead of {}", symbol, other, *batch)
              : axis.assumed ? fmt::format("the first input dimension {} instead of {}", other, *batch)
                             : fmt::format("the batch {} instead of {}", other, *batch),

@@ -1,4 +1,5 @@
 #include "gpumem/infer/model_plan.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <array>
@@ -39,7 +40,7 @@ ModelBuffers model_buffers(const Graph& graph, const MemoryAnalysis& analysis, b
     const Tensor& t = graph.tensors[static_cast<size_t>(analysis.unknown_activations.front())];
     throw InputError(
         fmt::format("cannot plan: {} activation(s) have an unknown size, e.g. '{}' {}; bind its "
-                    "dimensions with --dim NAME=VALUE or --batch N",
+                    "dimensions with " GPUMEM_FLAG_DIM " NAME=VALUE or " GPUMEM_FLAG_BATCH " N",
                     analysis.unknown_activations.size(), printable(t.name), printable(t.shape_string())));
   }
   ModelBuffers out;

@@ -1,4 +1,5 @@
 #include "gpumem/infer/planner.h"
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 
@@ -41,7 +42,7 @@ void apply_alignment(plan::Problem& problem, std::optional<int64_t> alignment) {
 }  // namespace
 
 PlanReport plan_file(const std::string& path, const PlanRequest& request) {
-  if (request.alignment && *request.alignment < 1) throw InputError("--alignment must be at least 1");
+  if (request.alignment && *request.alignment < 1) throw InputError(GPUMEM_FLAG_ALIGNMENT " must be at least 1");
   PlanReport report;
   report.input = path;
   report.capacity = request.solve.capacity;

@@ -2,6 +2,7 @@
 // what changed at its first release; the figures it sets were measured on
 // that engine (tests/data/llm/) or read from its source, as `source` says.
 #include "gpumem/llm/engines.h"
+#include "gpumem/common/flag_names.h"
 
 #include <array>
 #include <charconv>
@@ -113,7 +114,7 @@ constexpr std::array<OllamaRow, 2> kOllama{{
 [[noreturn]] void unknown(const std::string& spec, const std::string& why) {
   std::string known;
   for (const auto& line : known_engine_releases()) known += (known.empty() ? "" : "; ") + line;
-  throw InputError(fmt::format("--engine: '{}' {}; gpumem has rules for: {}", printable(spec), why, known));
+  throw InputError(fmt::format(GPUMEM_FLAG_ENGINE ": '{}' {}; gpumem has rules for: {}", printable(spec), why, known));
 }
 
 // The row in force at `version` (the last whose first release is not

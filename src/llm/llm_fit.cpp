@@ -1,6 +1,7 @@
 // plan_llm: the figures of `gpumem llm`, each from the model's tensors and
 // shape, and the searches over context, batch and layers that use them.
 #include "gpumem/llm/llm_fit.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <cctype>
@@ -222,7 +223,7 @@ LlmModel requantized(LlmModel model, const std::string& quant) {
   if (weights::quantize_recipe_named(quant) == nullptr) {
     std::string names;
     for (const auto& r : weights::quantize_recipes()) names += (names.empty() ? "" : ", ") + std::string(r.name);
-    throw InputError(fmt::format("--quant: '{}' is not one of {}", printable(quant), names));
+    throw InputError(fmt::format(GPUMEM_FLAG_QUANT ": '{}' is not one of {}", printable(quant), names));
   }
   // The types `gpumem quantize --type` would write, as llama-quantize
   // chooses them, pricing every tensor as if from full precision.
@@ -246,10 +247,12 @@ LlmModel requantized(LlmModel model, const std::string& quant) {
 }
 
 LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
-  if (request.gpu_bytes == 0) throw InputError("--gpu: give the memory of one GPU, e.g. --gpu 24GiB");
-  if (request.gpus == 0) throw InputError("--gpus: at least 1");
-  if (request.batch == 0 || request.ubatch == 0) throw InputError("--batch and --ubatch: at least 1");
-  if (request.ubatch > kMaxUbatch) throw InputError(fmt::format("--ubatch: at most {}", kMaxUbatch));
+  if (request.gpu_bytes == 0)
+    throw InputError(GPUMEM_FLAG_GPU ": give the memory of one GPU, e.g. " GPUMEM_FLAG_GPU " 24GiB");
+  if (request.gpus == 0) throw InputError(GPUMEM_FLAG_GPUS ": at least 1");
+  if (request.batch == 0 || request.ubatch == 0)
+    throw InputError(GPUMEM_FLAG_BATCH " and " GPUMEM_FLAG_UBATCH ": at least 1");
+  if (request.ubatch > kMaxUbatch) throw InputError(fmt::format(GPUMEM_FLAG_UBATCH ": at most {}", kMaxUbatch));
   LlmPlan p;
   std::string quant = request.quant;
   if (quant.empty() && request.engine.is_ollama() && unquantized(model)) {
@@ -260,10 +263,12 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
   p.request = request;
   p.context = request.context != 0 ? request.context : p.model.n_ctx_train;
   if (p.context == 0)
-    throw InputError(fmt::format("{}: the model states no training context; give --context", p.model.source));
+    throw InputError(
+        fmt::format("{}: the model states no training context; give " GPUMEM_FLAG_CONTEXT, p.model.source));
   if (p.context > kMaxCells / request.batch)
-    throw InputError(fmt::format("--context x --batch: {} x {} tokens, more than the {} gpumem accepts", p.context,
-                                 request.batch, kMaxCells));
+    throw InputError(fmt::format(GPUMEM_FLAG_CONTEXT " x " GPUMEM_FLAG_BATCH
+                                                     ": {} x {} tokens, more than the {} gpumem accepts",
+                                 p.context, request.batch, kMaxCells));
   p.kv_types = kv_types(request.kv_dtype);
   const LlmModel& m = p.model;
   const Sizer sizer(m, request, p.kv_types);

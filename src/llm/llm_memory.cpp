@@ -1,5 +1,6 @@
 // KV cache sizes and the live set of one decoder forward.
 #include "gpumem/llm/llm_memory.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 
@@ -24,7 +25,8 @@ KvType kv_type(const std::string& name) {
   }
   if (name == "q8_0") return {name, 32, 34};
   if (name == "q4_0") return {name, 32, 18};
-  throw InputError(fmt::format("--kv-dtype: '{}' is not one of f16, bf16, f32, q8_0, q4_0, fp8", printable(name)));
+  throw InputError(
+      fmt::format(GPUMEM_FLAG_KV_DTYPE ": '{}' is not one of f16, bf16, f32, q8_0, q4_0, fp8", printable(name)));
 }
 
 KvTypes kv_types(const std::string& spec) {
@@ -37,7 +39,8 @@ namespace {
 
 uint64_t row_bytes(const KvType& t, uint64_t values, const char* what) {
   if (values % t.block_values != 0) {
-    throw InputError(fmt::format("--kv-dtype {}: a {} row of {} values is not a whole number of {}-value blocks",
+    throw InputError(fmt::format(GPUMEM_FLAG_KV_DTYPE
+                                 " {}: a {} row of {} values is not a whole number of {}-value blocks",
                                  t.name, what, values, t.block_values));
   }
   return values / t.block_values * t.block_bytes;

@@ -2,6 +2,7 @@
 // profile run's peak, memory outside PyTorch) is estimated here; every step
 // after it is vLLM's own arithmetic (tests/data/llm/public/vllm_sizing_notes.md).
 #include "gpumem/llm/vllm_sizing.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -48,16 +49,18 @@ VllmSizing size_vllm(const LlmModel& m, const VllmRequest& request, const Engine
   VllmSizing s;
   s.rules = rules;
   VllmRequest& r = s.request = request;
-  if (r.gpu_bytes == 0) throw InputError("--gpu: give the memory of one GPU, e.g. --gpu 80GiB");
+  if (r.gpu_bytes == 0)
+    throw InputError(GPUMEM_FLAG_GPU ": give the memory of one GPU, e.g. " GPUMEM_FLAG_GPU " 80GiB");
   if (!(r.gpu_memory_utilization > 0 && r.gpu_memory_utilization <= 1))
-    throw InputError(fmt::format("--gpu-memory-utilization: {} is not in (0, 1]", r.gpu_memory_utilization));
+    throw InputError(fmt::format(GPUMEM_FLAG_GPU_MEMORY_UTILIZATION ": {} is not in (0, 1]", r.gpu_memory_utilization));
   const uint32_t tp = std::max<uint32_t>(1, r.tensor_parallel);
   if (m.n_head % tp != 0)
-    throw InputError(fmt::format("--gpus {}: vLLM splits the {} attention heads evenly over the GPUs", tp, m.n_head));
-  if (r.block_size == 0) throw InputError("--block-tokens: at least 1");
+    throw InputError(
+        fmt::format(GPUMEM_FLAG_GPUS " {}: vLLM splits the {} attention heads evenly over the GPUs", tp, m.n_head));
+  if (r.block_size == 0) throw InputError(GPUMEM_FLAG_BLOCK_TOKENS ": at least 1");
   if (r.max_model_len == 0) r.max_model_len = m.n_ctx_train;
   if (r.max_model_len == 0)
-    throw InputError(fmt::format("{}: the model states no training context; give --context", m.source));
+    throw InputError(fmt::format("{}: the model states no training context; give " GPUMEM_FLAG_CONTEXT, m.source));
   // vLLM's defaults (vllm/engine/arg_utils.py): V0 profiles the whole
   // context unless chunked prefill is on (past 32K tokens); V1 always chunks.
   const bool big = r.gpu_bytes >= kBigGpu;

@@ -1,4 +1,5 @@
 #include "model/batch_axis.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <cctype>
@@ -78,14 +79,14 @@ BatchAxis find_batch_axis(const onnx::GraphProto& graph, const std::string& batc
     }
   }
   if (!batch_dim.empty()) {
-    b.evidence = "--batch-dim";
+    b.evidence = GPUMEM_FLAG_BATCH_DIM;
     const bool index = std::all_of(batch_dim.begin(), batch_dim.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (index && batch_dim.size() <= 3) {
       b.axis = std::stoi(batch_dim);
       for (const auto* in : inputs) {
         if (b.axis >= dims_of(*in).size()) {
-          throw InputError(fmt::format("{}: --batch-dim {}: input '{}' has {} dimension(s)", file, batch_dim,
-                                       printable(in->name()), dims_of(*in).size()));
+          throw InputError(fmt::format("{}: " GPUMEM_FLAG_BATCH_DIM " {}: input '{}' has {} dimension(s)", file,
+                                       batch_dim, printable(in->name()), dims_of(*in).size()));
         }
       }
       return b;
@@ -93,10 +94,11 @@ BatchAxis find_batch_axis(const onnx::GraphProto& graph, const std::string& batc
     if (std::find(order.begin(), order.end(), batch_dim) == order.end()) {
       std::string known;
       for (const auto& s : order) known += (known.empty() ? "'" : ", '") + printable(s) + "'";
-      throw InputError(fmt::format(
-          "{}: --batch-dim {}: no input has a dimension of that name (candidates: {}{}an axis index, "
-          "0 to {})",
-          file, printable(batch_dim), known, known.empty() ? "" : ", or ", dims_of(*inputs.front()).size() - 1));
+      throw InputError(fmt::format("{}: " GPUMEM_FLAG_BATCH_DIM
+                                   " {}: no input has a dimension of that name (candidates: {}{}an axis index, "
+                                   "0 to {})",
+                                   file, printable(batch_dim), known, known.empty() ? "" : ", or ",
+                                   dims_of(*inputs.front()).size() - 1));
     }
     b.symbol = batch_dim;
     return b;
@@ -130,7 +132,7 @@ BatchAxis find_batch_axis(const onnx::GraphProto& graph, const std::string& batc
     return b;
   }
   b.assumed = true;
-  b.evidence = "assumed: the export names no batch axis; --batch-dim chooses another";
+  b.evidence = "assumed: the export names no batch axis; " GPUMEM_FLAG_BATCH_DIM " chooses another";
   return b;
 }
 

@@ -1,4 +1,5 @@
 #include "gpumem/model/inspect.h"
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,11 +20,12 @@ void require_bound_dimensions(const Model& model) {
   if (dims.empty()) return;
   std::vector<std::string> example;
   for (const auto& d : dims) example.push_back(d + "=N");
-  throw InputError(fmt::format(
-      "{}: symbolic dimension{} {} {} not bound: give {} with --dim {} (or --batch N for the "
-      "batch axis)",
-      printable(model.path), dims.size() == 1 ? "" : "s", fmt::join(dims, ", "), dims.size() == 1 ? "is" : "are",
-      dims.size() == 1 ? "its size" : "their sizes", fmt::join(example, ",")));
+  throw InputError(fmt::format("{}: symbolic dimension{} {} {} not bound: give {} with " GPUMEM_FLAG_DIM
+                               " {} (or " GPUMEM_FLAG_BATCH " N for the "
+                               "batch axis)",
+                               printable(model.path), dims.size() == 1 ? "" : "s", fmt::join(dims, ", "),
+                               dims.size() == 1 ? "is" : "are", dims.size() == 1 ? "its size" : "their sizes",
+                               fmt::join(example, ",")));
 }
 
 }  // namespace gpumem

@@ -1,4 +1,5 @@
 #include "gpumem/model/onnx_loader.h"
+#include "gpumem/common/flag_names.h"
 
 #include <cerrno>
 #include <climits>
@@ -114,12 +115,12 @@ void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const 
   collect_symbols(graph.output(), symbols);
   collect_symbols(graph.value_info(), symbols);
   for (const auto& [dim, value] : options.dims) {
-    if (value < 0) throw InputError(fmt::format("--dim {}={}: a dimension cannot be negative", dim, value));
+    if (value < 0) throw InputError(fmt::format(GPUMEM_FLAG_DIM " {}={}: a dimension cannot be negative", dim, value));
     if (!symbols.count(dim)) {
       std::string known;
       for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
-      throw InputError(fmt::format("--dim {}: {} has no dimension named '{}' (its symbolic dimensions: {})", dim, name,
-                                   dim, known.empty() ? "none" : printable(known)));
+      throw InputError(fmt::format(GPUMEM_FLAG_DIM " {}: {} has no dimension named '{}' (its symbolic dimensions: {})",
+                                   dim, name, dim, known.empty() ? "none" : printable(known)));
     }
   }
   bind_values(*graph.mutable_input(), options);
@@ -127,12 +128,13 @@ void bind_dimensions(onnx::GraphProto& graph, const LoadOptions& options, const 
   bind_values(*graph.mutable_value_info(), options);
   if (options.batch) {
     if (*options.batch <= 0)
-      throw InputError(fmt::format("--batch {}: the batch size must be positive", *options.batch));
+      throw InputError(fmt::format(GPUMEM_FLAG_BATCH " {}: the batch size must be positive", *options.batch));
     // Two values for one axis: neither may win silently.
     if (!axis.symbol.empty() && options.dims.count(axis.symbol) && options.dims.at(axis.symbol) != *options.batch)
-      throw InputError(fmt::format("--batch {} and --dim {}={} both bind {}'s batch axis{}; give one", *options.batch,
-                                   axis.symbol, options.dims.at(axis.symbol), name,
-                                   options.batch_dim.empty() ? "" : " (the one --batch-dim names)"));
+      throw InputError(fmt::format(GPUMEM_FLAG_BATCH " {} and " GPUMEM_FLAG_DIM
+                                                     " {}={} both bind {}'s batch axis{}; give one",
+                                   *options.batch, axis.symbol, options.dims.at(axis.symbol), name,
+                                   options.batch_dim.empty() ? "" : " (the one " GPUMEM_FLAG_BATCH_DIM " names)"));
     detail::bind_batch(graph, axis, *options.batch);
   }
 }

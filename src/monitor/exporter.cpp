@@ -1,4 +1,5 @@
 #include "gpumem/monitor/exporter.h"
+#include "gpumem/common/flag_names.h"
 
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -95,10 +96,9 @@ std::vector<prometheus::MetricFamily> MetricsCollector::Collect() const {
 
 std::string civetweb_address(const std::string& listen) {
   const auto bad = [&](const std::string& why) {
-    return InputError(
-        fmt::format("--listen {}: {} (give [HOST]:PORT: 9400, :9400 for every interface, "
-                    "127.0.0.1:9400, [::1]:9400, localhost:9400)",
-                    printable(listen), why));
+    return InputError(fmt::format(GPUMEM_FLAG_LISTEN " {}: {} (give [HOST]:PORT: 9400, :9400 for every interface, "
+                                                     "127.0.0.1:9400, [::1]:9400, localhost:9400)",
+                                  printable(listen), why));
   };
   std::string host;
   std::string port = listen;
@@ -150,8 +150,9 @@ Exporter::Exporter(GpuMemorySource* gpus, ExporterOptions options)
   } catch (const std::exception& e) {
     // CivetWeb says only "null context when constructing CivetServer".
     throw InputError(fmt::format(
-        "--listen {}: cannot listen there: the port is in use (another exporter?) or the address is not one of this "
-        "machine's; give another with --listen [HOST]:PORT (CivetWeb: {})",
+        GPUMEM_FLAG_LISTEN
+        " {}: cannot listen there: the port is in use (another exporter?) or the address is not one of this "
+        "machine's; give another with " GPUMEM_FLAG_LISTEN " [HOST]:PORT (CivetWeb: {})",
         options_.listen, e.what()));
   }
   exposer_->RegisterCollectable(collector_);

@@ -1,6 +1,7 @@
 // Reading PyTorch's out-of-memory message back (c10/cuda/CUDACachingAllocator.cpp
 // writes it; its wording changed in 2.0 and 2.1).
 #include "gpumem/oom/oom_message.h"
+#include "gpumem/common/flag_names.h"
 
 #include <charconv>
 #include <cmath>
@@ -169,7 +170,7 @@ OomExplanation explain_oom(const OomMessage& m) {
         "config.json` list the largest tensors at the peak",
         "Shrink it: a smaller batch or sequence, fused (SDPA/flash) attention instead of eager, chunked "
         "cross-entropy",
-        "Split the work over GPUs (`gpumem fit --gpus N`)"};
+        "Split the work over GPUs (`gpumem fit " GPUMEM_FLAG_GPUS " N`)"};
   } else if (m.free_bytes && *m.free_bytes >= requested + std::max<uint64_t>(requested / 8, 128ull << 20)) {
     // PyTorch measures "free" after it has given its whole cache back to
     // the driver and retried (pytorch#13751), so free memory well above the
@@ -229,8 +230,12 @@ OomExplanation explain_oom(const OomMessage& m) {
                 "Activation checkpointing: recompute activations in backward instead of keeping them "
                 "(torch.utils.checkpoint, or gradient_checkpointing_enable() in transformers)",
                 "bf16 autocast, an 8-bit optimizer, LoRA/QLoRA; ZeRO or FSDP over several GPUs",
-                "Find the largest batch that fits: `gpumem fit MODEL.onnx --gpu SIZE --max-batch` (a training step), "
-                "`gpumem finetune config.json --gpu SIZE --max-batch` (a language model), `gpumem llm MODEL --gpu "
+                "Find the largest batch that fits: `gpumem fit MODEL.onnx " GPUMEM_FLAG_GPU
+                " SIZE " GPUMEM_FLAG_MAX_BATCH
+                "` (a training step), "
+                "`gpumem finetune config.json " GPUMEM_FLAG_GPU " SIZE " GPUMEM_FLAG_MAX_BATCH
+                "` (a language model), `gpumem llm MODEL " GPUMEM_FLAG_GPU
+                " "
                 "SIZE` (inference)"};
   }
   return e;

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <algorithm>
+#include "gpumem/common/flag_names.h"
 
 #include "common/bounded_json.h"
 #include "gpumem/common/units.h"
@@ -37,7 +38,7 @@ std::string render_fit_text(const train::FitResult& f) {
   const bool offload = std::find(f.levers.begin(), f.levers.end(), train::Lever::kOffload) != f.levers.end();
   line(fmt::format("            levers it may pull: {}{}",
                    levers.empty() ? "none" : fmt::format("{}", fmt::join(levers, ", ")),
-                   offload || f.gpus > 1 ? "" : " (offload to CPU memory only with --offload)"));
+                   offload || f.gpus > 1 ? "" : " (offload to CPU memory only with " GPUMEM_FLAG_OFFLOAD ")"));
   if (f.step.batch_axis.value > 0) line("            batch: " + f.step.batch_axis.describe());
   if (f.sharding) {
     line(
@@ -88,7 +89,7 @@ std::string render_fit_text(const train::FitResult& f) {
     }
     line(fmt::format("  recomputes {} FLOPs, {:.1f}% of one forward pass", format_count(f.checkpoint.recompute_flops),
                      100 * f.checkpoint.recompute_fraction));
-    line("  --emit checkpoint writes checkpoint.py: apply(model) checkpoints them in the model as it is");
+    line("  " GPUMEM_FLAG_EMIT " checkpoint writes checkpoint.py: apply(model) checkpoints them in the model as it is");
   }
   if (!f.per_gpu.empty()) {
     line();

@@ -1,6 +1,7 @@
 // `gpumem inspect`'s report: the text a person reads and the JSON document
 // (docs/inspect.md has its schema), from one InspectResult.
 #include "gpumem/report/inspect_report.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 
@@ -49,8 +50,9 @@ std::string render_inspect_text(const InspectResult& r, const ReportOptions& opt
                            format_bytes(need.activation_bytes),
                            need.sizes_unknown ? " (the largest known one)" : " at their peak, in-place reuse allowed"));
     line(need.overhead_bytes
-             ? fmt::format("            + {} of runtime overhead (--overhead)", format_bytes(need.overhead_bytes))
-             : "            + the runtime's own memory (CUDA context, workspaces): add it with --overhead");
+             ? fmt::format("            + {} of runtime overhead (" GPUMEM_FLAG_OVERHEAD ")",
+                           format_bytes(need.overhead_bytes))
+             : "            + the runtime's own memory (CUDA context, workspaces): add it with " GPUMEM_FLAG_OVERHEAD);
     line();
   }
   const auto& w = m.weights;
@@ -126,7 +128,8 @@ std::string render_inspect_text(const InspectResult& r, const ReportOptions& opt
     }
     const auto& notes = r.model.notes;
     if (!notes.unbound_dims.empty()) {
-      line(fmt::format("  symbolic dimensions not bound (use --dim NAME=VALUE or --batch N): {}",
+      line(fmt::format("  symbolic dimensions not bound (use " GPUMEM_FLAG_DIM " NAME=VALUE or " GPUMEM_FLAG_BATCH
+                       " N): {}",
                        name_list(notes.unbound_dims)));
     }
     if (!notes.unknown_ops.empty()) line(fmt::format("  ops without a schema: {}", name_list(notes.unknown_ops)));

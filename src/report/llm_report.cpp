@@ -1,4 +1,5 @@
 #include "gpumem/report/llm_report.h"
+#include "gpumem/common/flag_names.h"
 
 #include <map>
 
@@ -124,19 +125,20 @@ std::string render_llm_text(const LlmPlan& p) {
                     ollama ? "ollama (llama.cpp underneath)" : "llama.cpp"));
   }
   if (!p.default_quant.empty()) {
-    line(
-        fmt::format("            weights priced as {}: ollama's library tags are 4-bit (Q4_K_M) by default; "
-                    "--quant f16 for a full-precision tag",
-                    p.default_quant));
+    line(fmt::format(
+        "            weights priced as {}: ollama's library tags are 4-bit (Q4_K_M) by default; " GPUMEM_FLAG_QUANT
+        " f16 for a full-precision tag",
+        p.default_quant));
   }
   if (!p.verdict.fits() && !p.quant_levels.empty()) {
     std::vector<std::string> fitting;
     for (const auto& q : p.quant_levels)
       if (q.verdict.fits()) fitting.push_back(q.quant);
-    line(fmt::format("            {}",
-                     fitting.empty()
-                         ? std::string("no quantization level fits: see the GPU layers and streaming below")
-                         : fmt::format("quantized it runs: --quant {} (the largest that fits)", fitting.front())));
+    line(fmt::format(
+        "            {}",
+        fitting.empty()
+            ? std::string("no quantization level fits: see the GPU layers and streaming below")
+            : fmt::format("quantized it runs: " GPUMEM_FLAG_QUANT " {} (the largest that fits)", fitting.front())));
   }
   if (m.n_ctx_train != 0 && p.context > m.n_ctx_train) {
     line(fmt::format("Note        {} tokens is past the {} the model was trained at", format_count(p.context),
@@ -159,7 +161,7 @@ std::string render_llm_text(const LlmPlan& p) {
   for (const auto& t : p.forward.terms) {
     line(fmt::format("            {:>11}    {} = {}", format_bytes(t.bytes), t.name, t.formula));
   }
-  line(fmt::format("Overhead    {:>11}  CUDA context and runtime (a stated constant; --overhead)",
+  line(fmt::format("Overhead    {:>11}  CUDA context and runtime (a stated constant; " GPUMEM_FLAG_OVERHEAD ")",
                    format_bytes(r.overhead_bytes)));
   line(fmt::format("Total       {:>11}  everything, the token embeddings too", format_bytes(p.single.total())));
   if (!p.quant_levels.empty()) {
@@ -193,9 +195,9 @@ std::string render_llm_text(const LlmPlan& p) {
   } else {
     line(fmt::format("Longest context   {} tokens per sequence at {} sequence{}{}{}", format_count(p.max_context),
                      r.batch, r.batch == 1 ? "" : "s", placement,
-                     p.max_context_capped
-                         ? ": where the search stops (the training context or --context); memory allows more"
-                         : ""));
+                     p.max_context_capped ? ": where the search stops (the training context or " GPUMEM_FLAG_CONTEXT
+                                            "); memory allows more"
+                                          : ""));
   }
   line(fmt::format("Largest batch     {} sequence{} of {} tokens{}", format_count(p.max_batch),
                    p.max_batch == 1 ? "" : "s", format_count(p.context), placement));
@@ -336,7 +338,8 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v,
     std::string fitting;
     for (const auto& q : levels)
       if (q.verdict.fits()) fitting += (fitting.empty() ? "" : ", ") + q.quant;
-    if (!fitting.empty()) line("            quantized it runs: --quant " + fitting + " (a checkpoint in that format)");
+    if (!fitting.empty())
+      line("            quantized it runs: " GPUMEM_FLAG_QUANT " " + fitting + " (a checkpoint in that format)");
   }
   line();
   line(fmt::format("Budget      {:>11}  {} x {:.2f}", format_bytes(v.budget_bytes), format_bytes(r.gpu_bytes),
@@ -370,7 +373,7 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v,
                     "GPU after them and the CUDA context{}",
                     format_bytes(v.cuda_graph_bytes), signed_bytes(v.headroom_bytes),
                     v.headroom_bytes < 0 ? ": capture would run out of memory; lower gpu_memory_utilization or "
-                                           "use --enforce-eager"
+                                           "use " GPUMEM_FLAG_ENFORCE_EAGER
                                          : ""));
   }
   if (!levels.empty()) {
@@ -383,12 +386,13 @@ std::string render_vllm_text(const llm::LlmModel& m, const llm::VllmSizing& v,
     }
   }
   if (r.target_concurrency != 0) {
-    line(
-        fmt::format("For {} requests of {} tokens at once (--max-seqs {}): gpu_memory_utilization {:.3f}{}; at {:.2f}, "
-                    "max_model_len {}",
-                    r.target_concurrency, format_count(r.max_model_len), r.target_concurrency, v.utilization_for_target,
-                    v.utilization_for_target > 1 ? " (more than the GPU: use more GPUs or a shorter context)" : "",
-                    r.gpu_memory_utilization, format_count(v.max_model_len_for_target)));
+    line(fmt::format("For {} requests of {} tokens at once (" GPUMEM_FLAG_MAX_SEQS
+                     " {}): gpu_memory_utilization {:.3f}{}; at {:.2f}, "
+                     "max_model_len {}",
+                     r.target_concurrency, format_count(r.max_model_len), r.target_concurrency,
+                     v.utilization_for_target,
+                     v.utilization_for_target > 1 ? " (more than the GPU: use more GPUs or a shorter context)" : "",
+                     r.gpu_memory_utilization, format_count(v.max_model_len_for_target)));
   }
   return out;
 }

@@ -1,4 +1,5 @@
 #include "gpumem/report/plan_report.h"
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 
@@ -11,13 +12,15 @@ namespace {
 std::string stop_explanation(plan::StopReason reason) {
   switch (reason) {
     case plan::StopReason::Optimal: return "the plan is optimal";
-    case plan::StopReason::Fits: return "the plan fits the capacity (--minimize keeps looking for a smaller one)";
+    case plan::StopReason::Fits:
+      return "the plan fits the capacity (" GPUMEM_FLAG_MINIMIZE " keeps looking for a smaller one)";
     case plan::StopReason::NoFit: return "proven: no plan fits the capacity";
-    case plan::StopReason::HeuristicOnly: return "--solver heuristic runs no exact search";
-    case plan::StopReason::TimeLimit: return "the time limit ran out (--time-limit)";
+    case plan::StopReason::HeuristicOnly: return GPUMEM_FLAG_SOLVER " heuristic runs no exact search";
+    case plan::StopReason::TimeLimit: return "the time limit ran out (" GPUMEM_FLAG_TIME_LIMIT ")";
     case plan::StopReason::NodeLimit: return "the node limit ran out";
     case plan::StopReason::TooLarge:
-      return "a time partition has over 2,000 buffers, more than the exact search takes by default (--solver exact "
+      return "a time partition has over 2,000 buffers, more than the exact search takes by default (" GPUMEM_FLAG_SOLVER
+             " exact "
              "takes it)";
     case plan::StopReason::TooManyPairs:
       return "over 50 million pairs of buffers live at the same time: too many for the exact search";
@@ -67,7 +70,7 @@ std::string render_plan_text(const infer::PlanReport& r) {
     line(fmt::format("Needs       {:>12}  on the device: {} of resident weights + the {} arena{}", format_bytes(needed),
                      format_bytes(r.weight_bytes), format_bytes(static_cast<uint64_t>(res.plan.arena)),
                      r.overhead_bytes ? fmt::format(" + {} of runtime overhead", format_bytes(r.overhead_bytes))
-                                      : " (no runtime overhead counted: --overhead)"));
+                                      : " (no runtime overhead counted: " GPUMEM_FLAG_OVERHEAD ")"));
   }
   if (r.capacity) {
     const auto capacity = static_cast<uint64_t>(*r.capacity);

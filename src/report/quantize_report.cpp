@@ -1,4 +1,5 @@
 #include "gpumem/report/quantize_report.h"
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -26,8 +27,8 @@ std::string render_quantize_text(const weights::QuantizeReport& r) {
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
   line(fmt::format("Quantize    {} ({}, {}) -> {}", r.input, r.format, format_bytes(r.input_file_bytes), r.output));
   line(fmt::format("            {}{}, general.file_type {}; {} tensors, {} values, {} converted", r.type,
-                   r.pure ? " --pure" : "", r.file_type, format_count(r.tensors.size()), format_count(r.elements),
-                   format_count(r.converted)));
+                   r.pure ? " " GPUMEM_FLAG_PURE : "", r.file_type, format_count(r.tensors.size()),
+                   format_count(r.elements), format_count(r.converted)));
   if (!r.architecture.empty())
     line(fmt::format("            architecture {} (from {})", printable(r.architecture),
                      printable(r.architecture_from)));

@@ -1,5 +1,6 @@
 // Text and JSON for `gpumem trace stats` and `gpumem replay`.
 #include "gpumem/report/trace_report.h"
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 
@@ -22,7 +23,8 @@ nlohmann::ordered_json anomalies_json(const trace::Anomalies& a) {
 
 void anomalies_text(std::string& out, const trace::Anomalies& a) {
   if (a.total() == 0) return;
-  out += fmt::format("Skipped {} events that make no sense (--strict fails on the first):\n", count(a.total()));
+  out += fmt::format("Skipped {} events that make no sense (" GPUMEM_FLAG_STRICT " fails on the first):\n",
+                     count(a.total()));
   if (a.unknown_frees)
     out += fmt::format("  {} frees of addresses the trace never allocated\n", count(a.unknown_frees));
   if (a.double_frees) out += fmt::format("  {} double frees\n", count(a.double_frees));
@@ -58,7 +60,7 @@ void advice_text(std::string& out, const trace::ReplayReport& r) {
   for (const auto& p : r.policies)
     if (p.name == r.current_policy) current = &p;
   if (!current) {
-    out += fmt::format("Advice: none; --policy left out {}, the policy the trace was recorded under\n\n",
+    out += fmt::format("Advice: none; " GPUMEM_FLAG_POLICY " left out {}, the policy the trace was recorded under\n\n",
                        r.current_policy);
     return;
   }
@@ -69,7 +71,8 @@ void advice_text(std::string& out, const trace::ReplayReport& r) {
         r.current_policy, alloc::policy_named(r.current_policy).setting);
     return;
   }
-  out += fmt::format("Advice against {} ({}), the policy the trace was recorded under (--current says otherwise):\n",
+  out += fmt::format("Advice against {} ({}), the policy the trace was recorded under (" GPUMEM_FLAG_CURRENT
+                     " says otherwise):\n",
                      r.current_policy, alloc::policy_named(r.current_policy).setting);
   for (const trace::Advice& a : r.advice) {
     if (a.fits_where_current_does_not)

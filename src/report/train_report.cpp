@@ -1,4 +1,5 @@
 #include <algorithm>
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 
@@ -81,8 +82,9 @@ std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& 
                                      d.allocator)));
   line(fmt::format("  {:<18}{:>12}  {}", "overhead", format_bytes(d.overhead),
                    cpu                        ? "none on the CPU"
-                   : s.options.overhead_bytes ? "CUDA context and workspaces (--overhead)"
-                                              : "CUDA context and workspaces: a stated default, --overhead to set it"));
+                   : s.options.overhead_bytes ? "CUDA context and workspaces (" GPUMEM_FLAG_OVERHEAD ")"
+                                              : "CUDA context and workspaces: a stated default, " GPUMEM_FLAG_OVERHEAD
+                                                " to set it"));
   line(fmt::format("Allocated   {:>12}  in {} at '{}': the tensors' peak (max_memory_allocated)",
                    format_bytes(s.peak_bytes), to_string(s.peak_phase), s.peak_op));
   for (const auto& row : report::train_summary(s, verdict).breakdown) {
@@ -106,7 +108,8 @@ std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& 
     line();
     line(fmt::format("Assumptions: {} op(s) without a rule, counted conservatively:", s.assumptions.size()));
     for (size_t i = 0; i < s.assumptions.size() && i < 10; ++i) line("  " + s.assumptions[i]);
-    if (s.assumptions.size() > 10) line(fmt::format("  and {} more (see --json)", s.assumptions.size() - 10));
+    if (s.assumptions.size() > 10)
+      line(fmt::format("  and {} more (see " GPUMEM_FLAG_JSON ")", s.assumptions.size() - 10));
   }
   return out;
 }

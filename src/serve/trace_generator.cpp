@@ -1,4 +1,5 @@
 #include "gpumem/serve/trace_generator.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -67,7 +68,7 @@ TraceShape trace_preset(const std::string& name) {
   } else {
     std::string names;
     for (const auto& n : trace_preset_names()) names += (names.empty() ? "" : ", ") + n;
-    throw InputError(fmt::format("--generate: unknown preset '{}' (presets: {})", printable(name), names));
+    throw InputError(fmt::format(GPUMEM_FLAG_GENERATE ": unknown preset '{}' (presets: {})", printable(name), names));
   }
   return s;
 }

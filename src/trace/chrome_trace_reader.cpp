@@ -29,6 +29,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -461,8 +462,8 @@ class ChromeTraceHandler {
 void ChromeTraceHandler::problem(std::uint64_t index, const std::string& what) {
   std::string place = fmt::format("traceEvents[{}]: {}", index, what);
   if (strict_)
-    throw InputError(
-        fmt::format("{}: {} (without --strict, such events are skipped and counted)", printable(trace_.source), place));
+    throw InputError(fmt::format("{}: {} (without " GPUMEM_FLAG_STRICT ", such events are skipped and counted)",
+                                 printable(trace_.source), place));
   ++trace_.skipped_records;
   if (problems_++ == 0) first_problem_ = std::move(place);
 }

@@ -1,5 +1,6 @@
 // Pairing allocations with their frees, and the anomalies in between.
 #include "gpumem/trace/lifetimes.h"
+#include "gpumem/common/flag_names.h"
 
 #include <map>
 #include <unordered_map>
@@ -21,7 +22,7 @@ class Checker {
 
   void report(std::uint64_t& counter, std::size_t event, const std::string& problem) {
     std::string line = fmt::format("{}: event {}: {}", printable(trace_.source), event, problem);
-    if (strict_) throw InputError(line + " (without --strict, such events are skipped and counted)");
+    if (strict_) throw InputError(line + " (without " GPUMEM_FLAG_STRICT ", such events are skipped and counted)");
     ++counter;
     if (out_.examples.size() < kExamples) out_.examples.push_back(std::move(line));
   }

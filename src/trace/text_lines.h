@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 
@@ -56,7 +57,8 @@ class SkippedLines {
   void skip(std::size_t line, const std::string& what) {
     std::string place = fmt::format("line {}: {}", line, what);
     if (strict_)
-      throw InputError(fmt::format("{}: {} (without --strict, such lines are skipped and counted)", file_, place));
+      throw InputError(
+          fmt::format("{}: {} (without " GPUMEM_FLAG_STRICT ", such lines are skipped and counted)", file_, place));
     ++trace_.skipped_records;
     if (count_++ == 0) first_ = std::move(place);
   }

@@ -1,6 +1,7 @@
 // The trace model: action names, interned contexts, and read_trace(), which
 // reads a file in the format its first bytes tell (formats.h).
 #include "gpumem/trace/trace.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -109,7 +110,7 @@ void require_memory_events(const Trace& trace, bool history_needed) {
   if (trace.written_by == "gpumem-perfetto")
     throw InputError(fmt::format(
         "{}: a Perfetto timeline gpumem wrote for viewing: it keeps no allocation events to read back; read the trace "
-        "it was made from (`gpumem trace convert --to jsonl` keeps every event)",
+        "it was made from (`gpumem trace convert " GPUMEM_FLAG_TO " jsonl` keeps every event)",
         file));
   if (trace.format == "chrome-trace")
     throw InputError(fmt::format(

@@ -1,4 +1,5 @@
 #include "gpumem/train/device_memory.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 
@@ -15,7 +16,8 @@ std::vector<std::string> step_allocator_names() { return alloc::policy_names(&al
 std::string step_allocator(const TrainOptions& options) {
   if (options.device == Device::kCpu) {
     if (!options.allocator.empty()) {
-      throw InputError(fmt::format("--allocator {}: --device cpu has no caching allocator (what is allocated is held)",
+      throw InputError(fmt::format(GPUMEM_FLAG_ALLOCATOR " {}: " GPUMEM_FLAG_DEVICE
+                                                         " cpu has no caching allocator (what is allocated is held)",
                                    options.allocator));
     }
     return "";
@@ -25,7 +27,7 @@ std::string step_allocator(const TrainOptions& options) {
   if (entry == nullptr || !entry->for_training_steps) {
     std::string known;
     for (const auto& n : step_allocator_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError(fmt::format("--allocator {}: unknown allocator (known: {})", options.allocator, known));
+    throw InputError(fmt::format(GPUMEM_FLAG_ALLOCATOR " {}: unknown allocator (known: {})", options.allocator, known));
   }
   return options.allocator;
 }
@@ -45,7 +47,7 @@ DeviceMemory device_memory(const TrainingStep& step, uint64_t budget) {
     d.runs_out = budget > 0 && d.device_bytes() > budget;
     return d;
   }
-  const alloc::PolicyEntry& policy = alloc::policy_named(d.allocator, "--allocator");
+  const alloc::PolicyEntry& policy = alloc::policy_named(d.allocator, GPUMEM_FLAG_ALLOCATOR);
   const alloc::AllocationSequence sequence = step_sequence(step);
   auto run = [&](uint64_t capacity) { return alloc::run_policy(policy, sequence, {.capacity = capacity}); };
   if (budget > 0) {

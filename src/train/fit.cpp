@@ -1,4 +1,5 @@
 #include "gpumem/train/fit.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 
@@ -77,17 +78,18 @@ std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, i
   std::vector<const char*> kept;
   for (Lever l : request.keep) kept.push_back(to_string(l));
   const std::string forbidden =
-      kept.empty() ? "" : fmt::format(" (--keep {} forbade those levers)", fmt::join(kept, ","));
+      kept.empty() ? "" : fmt::format(" (" GPUMEM_FLAG_KEEP " {} forbade those levers)", fmt::join(kept, ","));
   const uint64_t overhead = c.device.overhead;
   if (overhead >= request.budget) {
-    return fmt::format("the overhead alone ({}, --overhead) takes the whole budget", format_bytes(overhead));
+    return fmt::format("the overhead alone ({}, " GPUMEM_FLAG_OVERHEAD ") takes the whole budget",
+                       format_bytes(overhead));
   }
   const uint64_t room = request.budget - overhead;
   const uint64_t states = c.step.static_estimate_bytes;
   if (states > room) {
     return fmt::format(
         "weights, gradients and optimizer states alone take {}, over the {} the budget leaves after the overhead: "
-        "shard them over GPUs (--gpus N: ZeRO-3, FSDP FULL_SHARD) or offload them to the CPU{}",
+        "shard them over GPUs (" GPUMEM_FLAG_GPUS " N: ZeRO-3, FSDP FULL_SHARD) or offload them to the CPU{}",
         format_bytes(states), format_bytes(room), forbidden);
   }
   const uint64_t over = c.need() > request.budget ? c.need() - request.budget : 0;
@@ -95,7 +97,7 @@ std::string why_it_does_not_fit(const Candidate& c, const FitRequest& request, i
   const bool cpu = c.device.allocator.empty();
   return fmt::format(
       "weights, gradients and optimizer states take {} of the {} {}; with the activations at batch {}{} the step is "
-      "{} over: a smaller batch (--max-batch finds the largest){}",
+      "{} over: a smaller batch (" GPUMEM_FLAG_MAX_BATCH " finds the largest){}",
       format_bytes(states), format_bytes(room), cpu ? "budget" : "left after the overhead", batch,
       cpu ? "" : " and the allocator's cache", format_bytes(over), forbidden);
 }
@@ -199,7 +201,7 @@ void micro_batches(const std::string& path, const FitRequest& request, const Can
     if (!c->fits()) continue;
     r.changes.resize(kept_changes);
     r.changes.push_back(
-        {fmt::format("--batch {} x {} steps", micro, steps), unchanged.need(), plain->need(),
+        {fmt::format(GPUMEM_FLAG_BATCH " {} x {} steps", micro, steps), unchanged.need(), plain->need(),
          fmt::format("gradient accumulation: {} micro-batches of {} per optimizer step, the same batch of {}; smaller "
                      "kernels{}",
                      steps, micro, batch,
@@ -243,24 +245,25 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   }
   const bool foreach = current.options.foreach.value_or(current.options.device == Device::kCuda);
   if (may(Lever::kOptimizer) && foreach) {
-    apply("--foreach off",
+    apply(GPUMEM_FLAG_FOREACH " off",
           "the for-loop optimizer: no temporaries over every parameter at once; one kernel per parameter, a "
           "slower step where parameters are many and small",
           [](TrainOptions& o) { o.foreach = false; });
   }
   if (may(Lever::kOptimizer) && !current.options.grads_set_to_none) {
-    apply("--grads set-to-none", "zero_grad(set_to_none=True), PyTorch 2's default: gradients freed between steps",
+    apply(GPUMEM_FLAG_GRADS " set-to-none",
+          "zero_grad(set_to_none=True), PyTorch 2's default: gradients freed between steps",
           [](TrainOptions& o) { o.grads_set_to_none = true; });
   }
   if (may(Lever::kPrecision) && current.options.precision == Precision::kFp32) {
-    apply("--precision amp-bf16",
+    apply(GPUMEM_FLAG_PRECISION " amp-bf16",
           "bf16 autocast: matmuls and convolutions in bfloat16, weights kept in fp32 (Ampere or newer; "
           "amp-fp16 with a loss scaler on older GPUs)",
           [](TrainOptions& o) { o.precision = Precision::kAmpBf16; });
   }
   if (may(Lever::kOptimizer) &&
       (current.options.optimizer == Optimizer::kAdam || current.options.optimizer == Optimizer::kAdamW)) {
-    apply("--optimizer adam8bit", "bitsandbytes' 8-bit Adam: states quantised blockwise",
+    apply(GPUMEM_FLAG_OPTIMIZER " adam8bit", "bitsandbytes' 8-bit Adam: states quantised blockwise",
           [](TrainOptions& o) { o.optimizer = Optimizer::kAdam8bit; });
   }
   // --gpus N: the strategies, judged on a step's model states and
@@ -322,7 +325,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   if (chosen) {
     const uint64_t per_gpu = chosen->gpu_bytes_per_gpu + current.device.overhead;
     r.changes.push_back({request.gpus > 1
-                             ? fmt::format("--gpus {}: {} {}", request.gpus, chosen->engine, chosen->setting)
+                             ? fmt::format(GPUMEM_FLAG_GPUS " {}: {} {}", request.gpus, chosen->engine, chosen->setting)
                              : fmt::format("{} {}", chosen->engine, chosen->setting),
                          current.need(), per_gpu, sharding_cost(*chosen, weight_bytes, request.gpus).second});
     r.sharding = std::move(chosen);

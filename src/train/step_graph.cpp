@@ -1,4 +1,5 @@
 #include "gpumem/train/step_graph.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <optional>
@@ -52,7 +53,7 @@ class Builder {
         frozen_ = std::regex(frozen, std::regex::ECMAScript);
       } catch (const std::regex_error& e) {
         throw InputError(
-            fmt::format("--frozen '{}': not a valid regular expression ({})", printable(frozen), e.what()));
+            fmt::format(GPUMEM_FLAG_FROZEN " '{}': not a valid regular expression ({})", printable(frozen), e.what()));
       }
     }
     readers_.resize(g.tensors.size());
@@ -114,10 +115,10 @@ class Builder {
       const auto as = weight || t.role == TensorRole::GraphInput ? m_.pricing.weights_as : m_.pricing.activations_as;
       const auto bytes = priced_bytes(t, as);
       if (!bytes && !weight) {
-        throw InputError(
-            fmt::format("{}: the size of '{}' {} is unknown; bind its dimensions with --dim NAME=VALUE "
-                        "or --batch N",
-                        file_, printable(t.name), t.shape_string()));
+        throw InputError(fmt::format("{}: the size of '{}' {} is unknown; bind its dimensions with " GPUMEM_FLAG_DIM
+                                     " NAME=VALUE "
+                                     "or " GPUMEM_FLAG_BATCH " N",
+                                     file_, printable(t.name), t.shape_string()));
       }
       v.bytes = bytes.value_or(0);
       v.dtype = priced_dtype(t, as);

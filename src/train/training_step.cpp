@@ -1,4 +1,5 @@
 #include "gpumem/train/training_step.h"
+#include "gpumem/common/flag_names.h"
 
 #include <algorithm>
 #include <cctype>
@@ -323,7 +324,8 @@ class Simulator {
       last = static_cast<int>(k);
     }
     if (first < 0) {
-      throw InputError(fmt::format("{}: --checkpoint {}: no node belongs to module '{}'", out_.model, entry, module));
+      throw InputError(
+          fmt::format("{}: " GPUMEM_FLAG_CHECKPOINT " {}: no node belongs to module '{}'", out_.model, entry, module));
     }
     return {first, last};
   }
@@ -345,13 +347,14 @@ class Simulator {
                                      : std::pair{module_ops(entry, entry.substr(0, dots)).first,
                                                  module_ops(entry, entry.substr(dots + 2)).second};
       if (last < first) {
-        throw InputError(fmt::format("{}: --checkpoint {}: '{}' runs after '{}'; name the run first..last", out_.model,
-                                     entry, entry.substr(0, dots), entry.substr(dots + 2)));
+        throw InputError(fmt::format("{}: " GPUMEM_FLAG_CHECKPOINT
+                                     " {}: '{}' runs after '{}'; name the run first..last",
+                                     out_.model, entry, entry.substr(0, dots), entry.substr(dots + 2)));
       }
       for (int k = first; k <= last; ++k) {
         if (segment_of_[static_cast<size_t>(k)] >= 0) {
-          throw InputError(
-              fmt::format("{}: --checkpoint {}: it overlaps another module in the list", out_.model, entry));
+          throw InputError(fmt::format("{}: " GPUMEM_FLAG_CHECKPOINT " {}: it overlaps another module in the list",
+                                       out_.model, entry));
         }
         segment_of_[static_cast<size_t>(k)] = static_cast<int>(segment);
       }
@@ -753,12 +756,15 @@ TrainingStep predict_training_step(const Model& model, const TrainOptions& optio
       // Its advice to give --batch does not apply: it was given.
       std::string what = e.what();
       what = what.substr(0, what.find("; bind its dimensions"));
-      throw InputError(fmt::format(
-          "{}: --batch {} set dimension {} of '{}'{}, but this export fixed the sizes that follow from it; export "
-          "with dynamic_axes={{'{}': {{{}: 'batch'}}}} (docs/train.md)",
-          what, *options.model.load.batch, axis.axis, axis.input,
-          axis.assumed ? ", taken as the batch since the export names none (--batch-dim AXIS chooses another)" : "",
-          axis.input, axis.axis));
+      throw InputError(
+          fmt::format("{}: " GPUMEM_FLAG_BATCH
+                      " {} set dimension {} of '{}'{}, but this export fixed the sizes that follow from it; export "
+                      "with dynamic_axes={{'{}': {{{}: 'batch'}}}} (docs/train.md)",
+                      what, *options.model.load.batch, axis.axis, axis.input,
+                      axis.assumed ? ", taken as the batch since the export names none (" GPUMEM_FLAG_BATCH_DIM
+                                     " AXIS chooses another)"
+                                   : "",
+                      axis.input, axis.axis));
     }
   }();
   step.batch_axis = model.batch_axis;
@@ -798,7 +804,8 @@ TrainingStep predict_training_step(const Model& model, const TrainOptions& optio
   const bool any_trainable = std::any_of(g.parameters.begin(), g.parameters.end(),
                                          [&](int p) { return g.values[static_cast<size_t>(p)].trainable; });
   if (!any_trainable) {
-    step.warnings.push_back("no parameter is trainable (--frozen matches them all): the step computes no gradient");
+    step.warnings.push_back("no parameter is trainable (" GPUMEM_FLAG_FROZEN
+                            " matches them all): the step computes no gradient");
   }
   step.model = model.path;
   Simulator(std::move(g), options, step).run();

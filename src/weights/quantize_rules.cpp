@@ -12,6 +12,7 @@
 #include <numeric>
 #include <regex>
 #include <string>
+#include "gpumem/common/flag_names.h"
 
 #include <fmt/format.h>
 
@@ -272,14 +273,16 @@ std::vector<TypeChoice> choose_types(const std::vector<TensorShape>& tensors, co
   if (!recipe) {
     std::string names;
     for (const auto& r : quantize_recipes()) names += (names.empty() ? "" : ", ") + std::string(r.name);
-    throw InputError(fmt::format("--type: '{}' is not a type gpumem writes ({})", printable(options.type), names));
+    throw InputError(
+        fmt::format(GPUMEM_FLAG_TYPE ": '{}' is not a type gpumem writes ({})", printable(options.type), names));
   }
   std::regex keep;
   if (!options.keep.empty()) {
     try {
       keep = std::regex(options.keep, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      throw InputError(fmt::format("--keep: '{}' is not a regular expression: {}", printable(options.keep), e.what()));
+      throw InputError(
+          fmt::format(GPUMEM_FLAG_KEEP ": '{}' is not a regular expression: {}", printable(options.keep), e.what()));
     }
   }
   State qs;
@@ -325,7 +328,7 @@ std::vector<TypeChoice> choose_types(const std::vector<TensorShape>& tensors, co
     // --keep is applied after the rules, so that it does not move which
     // layers get more bits.
     if (!options.keep.empty() && std::regex_match(t.name, keep)) {
-      choice.why = "--keep";
+      choice.why = GPUMEM_FLAG_KEEP;
       continue;
     }
     choice.why = why;
@@ -337,7 +340,7 @@ std::vector<TypeChoice> choose_types(const std::vector<TensorShape>& tensors, co
     if (!is_float(source->id))
       throw InputError(fmt::format(
           "tensor '{}': a {} tensor; gpumem converts F32, F16 and BF16 tensors only (it does not requantize): "
-          "leave it as it is with --keep",
+          "leave it as it is with " GPUMEM_FLAG_KEEP,
           printable(t.name), source->name));
     choice.type = target;
     choice.convert = true;
