@@ -6,12 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "cli/streams.h"
 #include "common/bounded_json.h"
 #include "gpumem/common/error.h"
 #include "gpumem/common/files.h"
 #include "gpumem/common/units.h"
 #include "gpumem/oom/oom_message.h"
+#include "gpumem/report/html/command_pages.h"
 
 namespace gpumem::cli {
 namespace {
@@ -26,12 +28,13 @@ Action add_explain_oom_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "explain-oom", "What a PyTorch \"CUDA out of memory\" message means and what to try (reads stdin without FILE)");
   struct Args {
-    std::string file;
+    std::string file, html;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("FILE", args->file, "A file holding the message (a traceback or log); - or none: stdin");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/explain-oom.md)");
+  add_html_flag(*cmd, args->html);
   return [args]() {
     const bool from_stdin = args->file.empty() || args->file == "-";
     const std::string name = from_stdin ? "<stdin>" : args->file;
@@ -53,6 +56,7 @@ Action add_explain_oom_command(CLI::App& app) {
     if (!message) throw InputError(printable(name) + ": no PyTorch or CUDA out-of-memory message in it");
     const oom::OomExplanation e = oom::explain_oom(*message);
     const auto& m = e.message;
+    if (!args->html.empty()) write_html(args->html, report::oom_html(e));
     if (args->json) {
       nlohmann::ordered_json doc;
       doc["schema_version"] = 1;

@@ -11,6 +11,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/common/units.h"
 #include "gpumem/llm/vllm_quant.h"
+#include "gpumem/report/html/command_pages.h"
 #include "gpumem/report/html/train_page.h"
 #include "gpumem/report/llm_report.h"
 #include "gpumem/weights/quantize_file.h"
@@ -98,7 +99,6 @@ Action add_llm_command(CLI::App& app) {
                    "fit, --max-seqs caps them");
       refuse_flags(*cmd, {"--ubatch"}, "under --engine vllm", "one forward's tokens are --token-budget");
       refuse_flags(*cmd, {"--overhead"}, "under --engine vllm", "memory outside PyTorch is --non-torch");
-      refuse_flags(*cmd, {"--html"}, "under --engine vllm", "vLLM's answer has no page yet: --json holds it");
       refuse_flags(*cmd, {"--flash-attn", "--pcie"}, "under --engine vllm",
                    "they are llama.cpp's; vLLM neither chooses its attention kernel by flag nor offloads layers");
       if (args->kv_dtype != "f16" && args->kv_dtype != "bf16" && args->kv_dtype != "auto" && args->kv_dtype != "fp8" &&
@@ -138,6 +138,7 @@ Action add_llm_command(CLI::App& app) {
       const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
       const std::vector<llm::VllmQuantLevel> levels =
           args->quant.empty() ? llm::vllm_quant_levels(as_given, v, engine) : std::vector<llm::VllmQuantLevel>{};
+      if (!args->html.empty()) write_html(args->html, report::vllm_html(model, sizing, levels));
       if (args->json) {
         std::fputs((json_text(vllm_to_json(model, sizing, levels), 2) + "\n").c_str(), out());
       } else {

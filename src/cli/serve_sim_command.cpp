@@ -18,6 +18,7 @@
 #include "gpumem/llm/llm_model.h"
 #include "gpumem/llm/serve_setup.h"
 #include "gpumem/llm/vllm_sizing.h"
+#include "gpumem/report/html/command_pages.h"
 #include "gpumem/report/serve_report.h"
 #include "gpumem/serve/request_trace.h"
 #include "gpumem/serve/trace_generator.h"
@@ -60,7 +61,7 @@ Action add_serve_sim_command(CLI::App& app) {
     uint32_t block_tokens = 16, token_budget = 2048, max_seqs = 256;
     bool no_prefix_cache = false, json = false;
     std::string flops = "494.5e12", bandwidth = "2.68TB", step_overhead = "0.0005";
-    std::string generate, output;
+    std::string generate, output, html;
     uint64_t seed = 1, count = 0;
     double rate = 0;
   };
@@ -88,6 +89,7 @@ Action add_serve_sim_command(CLI::App& app) {
                   "Effective memory bandwidth per second (default 2.68TB: 80% of an H100's 3.35TB)");
   cmd->add_option("--step-overhead", args->step_overhead, "Seconds every step costs besides compute and memory");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/serve.md)");
+  add_html_flag(*cmd, args->html);
   cmd->add_option("--generate", args->generate,
                   "Write a generated trace instead of simulating: sharegpt, alpaca, system-prompt, bursty");
   add_output_option(*cmd, args->output, "With --generate: the CSV file to write (default: stdout)");
@@ -102,7 +104,7 @@ Action add_serve_sim_command(CLI::App& app) {
       refuse_flags(*cmd,
                    {"MODEL", "--gpu", "--requests", "--policy", "--block-tokens", "--token-budget", "--max-seqs",
                     "--no-prefix-cache", "--quant", "--engine", "--gpu-memory-utilization", "--kv-dtype", "--overhead",
-                    "--flops", "--bandwidth", "--step-overhead", "--json"},
+                    "--flops", "--bandwidth", "--step-overhead", "--json", "--html"},
                    "with --generate", "it writes a request trace; simulate it in a second run with --requests");
     } else {
       refuse_flags(*cmd, {"--output", "--seed", "--count", "--rate"}, "without --generate",
@@ -170,6 +172,7 @@ Action add_serve_sim_command(CLI::App& app) {
     }
     const serve::ServeSetup setup = llm::serve_setup(model, r, config, time, vllm ? &*vllm : nullptr);
     const serve::ServeSimulation sim = serve::simulate_all(setup, policies, requests);
+    if (!args->html.empty()) write_html(args->html, report::serve_html(sim));
     if (args->json) {
       std::fputs((json_text(serve_to_json(sim), 2) + "\n").c_str(), out());
     } else {

@@ -11,17 +11,38 @@ namespace {
 
 using serve::PolicyRun;
 
-std::string row(const std::string& label, const std::vector<PolicyRun>& runs,
-                const std::function<std::string(const PolicyRun&)>& cell) {
-  std::string out = fmt::format("  {:<22}", label);
-  for (const PolicyRun& r : runs) out += fmt::format("{:>14}", cell(r));
-  return out + "\n";
-}
-
 std::string percent(double f) { return fmt::format("{:.1f}%", 100 * f); }
 std::string seconds(double s) { return fmt::format("{:.2f} s", s); }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::vector<std::string>>> serve_rows(const serve::ServeSimulation& sim) {
+  using Cell = std::function<std::string(const PolicyRun&)>;
+  const std::vector<std::pair<std::string, Cell>> columns = {
+      {"policy", [](const PolicyRun& r) { return r.name; }},
+      {"completed", [](const PolicyRun& r) { return format_count(r.completed); }},
+      {"throughput (tok/s)", [](const PolicyRun& r) { return fmt::format("{:.1f}", r.throughput_tokens_per_s); }},
+      {"KV utilisation mean", [](const PolicyRun& r) { return percent(r.kv_utilization_mean); }},
+      {"KV utilisation peak", [](const PolicyRun& r) { return percent(r.kv_utilization_peak); }},
+      {"waste", [](const PolicyRun& r) { return percent(r.waste_fraction); }},
+      {"prefix hit rate", [](const PolicyRun& r) { return percent(r.prefix_hit_rate); }},
+      {"preemptions", [](const PolicyRun& r) { return format_count(r.preemptions); }},
+      {"recomputed tokens", [](const PolicyRun& r) { return format_count(r.recomputed_tokens); }},
+      {"peak running", [](const PolicyRun& r) { return format_count(r.peak_running); }},
+      {"TTFT p50", [](const PolicyRun& r) { return seconds(r.ttft_p50_s); }},
+      {"TTFT p99", [](const PolicyRun& r) { return seconds(r.ttft_p99_s); }},
+      {"latency p50", [](const PolicyRun& r) { return seconds(r.latency_p50_s); }},
+      {"latency p99", [](const PolicyRun& r) { return seconds(r.latency_p99_s); }},
+      {"makespan", [](const PolicyRun& r) { return seconds(r.end_s - r.first_arrival_s); }},
+  };
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  for (const auto& [label, cell] : columns) {
+    std::vector<std::string> cells;
+    for (const PolicyRun& r : sim.runs) cells.push_back(cell(r));
+    rows.emplace_back(label, std::move(cells));
+  }
+  return rows;
+}
 
 std::string render_serve_text(const serve::ServeSimulation& sim) {
   const auto& s = sim.setup;
@@ -38,23 +59,11 @@ std::string render_serve_text(const serve::ServeSimulation& sim) {
                      format_count(sim.requests), sim.trace_span_s, sim.mean_prompt_tokens, sim.mean_output_tokens);
   out += fmt::format("Time model  max(compute at {:.1f} TFLOP/s, memory at {:.2f} TB/s) + {:.2f} ms per step\n\n",
                      s.time.flops_per_s / 1e12, s.time.bytes_per_s / 1e12, s.time.step_overhead_s * 1e3);
-  const auto& runs = sim.runs;
-  out += row("policy", runs, [](const PolicyRun& r) { return r.name; });
-  out += row("completed", runs, [](const PolicyRun& r) { return format_count(r.completed); });
-  out += row("throughput (tok/s)", runs,
-             [](const PolicyRun& r) { return fmt::format("{:.1f}", r.throughput_tokens_per_s); });
-  out += row("KV utilisation mean", runs, [](const PolicyRun& r) { return percent(r.kv_utilization_mean); });
-  out += row("KV utilisation peak", runs, [](const PolicyRun& r) { return percent(r.kv_utilization_peak); });
-  out += row("waste", runs, [](const PolicyRun& r) { return percent(r.waste_fraction); });
-  out += row("prefix hit rate", runs, [](const PolicyRun& r) { return percent(r.prefix_hit_rate); });
-  out += row("preemptions", runs, [](const PolicyRun& r) { return format_count(r.preemptions); });
-  out += row("recomputed tokens", runs, [](const PolicyRun& r) { return format_count(r.recomputed_tokens); });
-  out += row("peak running", runs, [](const PolicyRun& r) { return format_count(r.peak_running); });
-  out += row("TTFT p50", runs, [](const PolicyRun& r) { return seconds(r.ttft_p50_s); });
-  out += row("TTFT p99", runs, [](const PolicyRun& r) { return seconds(r.ttft_p99_s); });
-  out += row("latency p50", runs, [](const PolicyRun& r) { return seconds(r.latency_p50_s); });
-  out += row("latency p99", runs, [](const PolicyRun& r) { return seconds(r.latency_p99_s); });
-  out += row("makespan", runs, [](const PolicyRun& r) { return seconds(r.end_s - r.first_arrival_s); });
+  for (const auto& [label, cells] : serve_rows(sim)) {
+    out += fmt::format("  {:<22}", label);
+    for (const auto& cell : cells) out += fmt::format("{:>14}", cell);
+    out += "\n";
+  }
   return out;
 }
 

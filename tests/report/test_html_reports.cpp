@@ -12,7 +12,11 @@
 
 #include "gpumem/alloc/policies/policy_registry.h"
 #include "gpumem/common/envelope.h"
+#include "gpumem/llm/llm_fit.h"
+#include "gpumem/llm/vllm_sizing.h"
+#include "gpumem/oom/oom_message.h"
 #include "gpumem/report/html/charts.h"
+#include "gpumem/report/html/command_pages.h"
 #include "gpumem/report/html/document.h"
 #include "gpumem/report/html/model_page.h"
 #include "gpumem/report/html/trace_page.h"
@@ -167,6 +171,37 @@ TEST_F(HtmlInBrowser, ModelPageDrawsOneRectanglePerPlannedBuffer) {
   EXPECT_EQ(count(run.dom, "<rect class=\"buffer "), plan.problem.buffers.size());
   EXPECT_EQ(count(run.dom, "data-series=\"live activations\""), 1u);
   EXPECT_NE(run.dom.find("peak: 9.19 MiB"), std::string::npos);
+}
+
+// Issue 46's new pages (llm, vLLM, explain-oom) load clean, and say what
+// their text says first: the verdict or the diagnosis.
+TEST_F(HtmlInBrowser, TheNewPagesLoadCleanWithTheirVerdict) {
+  const std::string config = (gpumem::test::source_dir() / "examples" / "llm" / "llama-3-8b").string();
+  llm::LlmRequest request;
+  request.gpu_bytes = 12ull << 30;
+  const llm::LlmPlan plan = llm::plan_llm(llm::load_llm_model(config), request);
+  BrowserRun run = load_page(write_page("llm", report::llm_html(plan)), screenshot_path("llm"));
+  expect_clean(run, "llm page");
+  EXPECT_NE(run.dom.find("DOES NOT FIT a GPU of 12.00 GiB"), std::string::npos);
+
+  llm::VllmRequest v;
+  v.gpu_bytes = 16ull << 30;
+  const llm::LlmModel model = llm::load_llm_model(config);
+  const llm::EngineRules rules = llm::engine_rules("vllm");
+  const llm::VllmSizing sizing = llm::size_vllm(model, v, rules);
+  run = load_page(write_page("vllm", report::vllm_html(model, sizing, llm::vllm_quant_levels(model, v, rules))),
+                  screenshot_path("vllm"));
+  expect_clean(run, "vllm page");
+  EXPECT_NE(run.dom.find("DOES NOT FIT a GPU of 16.00 GiB"), std::string::npos);
+  EXPECT_NE(run.dom.find("awq"), std::string::npos);
+
+  const auto message = oom::parse_oom_message(
+      "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 14.76 GiB total capacity; 14.56 GiB already "
+      "allocated; 3.44 MiB free; 14.72 GiB reserved in total by PyTorch)");
+  ASSERT_TRUE(message.has_value());
+  run = load_page(write_page("oom", report::oom_html(oom::explain_oom(*message))), screenshot_path("oom"));
+  expect_clean(run, "explain-oom page");
+  EXPECT_NE(run.dom.find("Diagnosis: simply full"), std::string::npos);
 }
 
 TEST_F(HtmlInBrowser, TracePageDrawsOneLinePerPolicy) {

@@ -93,8 +93,8 @@ def test_html_is_the_commands_report(tmp_path):
     # llm has a page now (issue 46); a command without one shows its text report.
     f = gpumem.llm("examples/llm/llama-3-8b", gpu="8GiB")
     assert f.html().startswith("<!DOCTYPE html>") and "Verdict" in f.html()
-    w = gpumem.weights("tests/data/weights/tiny_llama.safetensors")
-    assert w.html() is None and w._repr_html_().startswith("<pre>")
+    q = gpumem.quantize("tests/data/weights/tiny_llama.safetensors", tmp_path / "q.gguf", type="q8_0")
+    assert q.html() is None and q._repr_html_().startswith("<pre>")
 
 
 def test_quantize_writes_what_the_command_line_writes(tmp_path):
