@@ -10,6 +10,7 @@
 #include "gpumem/common/error.h"
 #include "gpumem/llm/llama_cpp_keys.h"
 #include "gpumem/llm/llm_model.h"
+#include "gpumem/report/html/command_pages.h"
 #include "gpumem/report/quantize_report.h"
 #include "gpumem/weights/quantize_file.h"
 
@@ -36,7 +37,7 @@ Action add_quantize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "quantize", "A safetensors, GGUF or ONNX file's float tensors to a GGUF file of ggml types, as llama.cpp does");
   struct Args {
-    std::string input, output, keep, hf_config;
+    std::string input, output, keep, hf_config, html;
     std::string type;
     bool pure = false, json = false;
   };
@@ -55,6 +56,7 @@ Action add_quantize_command(CLI::App& app) {
                   "gets (default: config.json beside IN)");
   cmd->add_flag("--pure", args->pure, "Every quantizable tensor at the type's own ggml type: no llama.cpp mixture");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/quantize.md)");
+  add_html_flag(*cmd, args->html);
   return [args, types]() {
     if (!weights::quantize_recipe_named(args->type))
       throw InputError("quantize: --type: '" + printable(args->type) + "' is not one of " + types);
@@ -69,6 +71,7 @@ Action add_quantize_command(CLI::App& app) {
     }
     const auto report = weights::quantize_file(args->input, args->output, options);
     announce_written(args->output, "GGUF " + args->type);
+    if (!args->html.empty()) write_html(args->html, report::quantize_html(report));
     if (args->json) {
       std::fputs((json_text(quantize_to_json(report), 2) + "\n").c_str(), out());
     } else {

@@ -22,6 +22,17 @@ double bits_per_weight(const weights::QuantizeReport& r) {
   return r.elements ? static_cast<double>(r.bytes_after) * 8.0 / static_cast<double>(r.elements) : 0.0;
 }
 
+std::vector<std::vector<std::string>> quantize_rows(const weights::QuantizeReport& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : r.tensors) {
+    std::string tail = printable(t.name) + " " + shape_text(t.shape);
+    if (!t.why.empty()) tail += "  " + t.why;
+    rows.push_back({format_bytes(t.bytes_before), format_bytes(t.bytes_after), t.from, t.to, error_text(t.rmse),
+                    error_text(t.max_abs), tail});
+  }
+  return rows;
+}
+
 std::string render_quantize_text(const weights::QuantizeReport& r) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
@@ -51,11 +62,8 @@ std::string render_quantize_text(const weights::QuantizeReport& r) {
   line();
   line(fmt::format("  {:>10}  {:>10}  {:<5} {:<5} {:>8}  {:>8}  {}", "before", "after", "from", "to", "rmse", "max abs",
                    "tensor"));
-  for (const auto& t : r.tensors) {
-    std::string tail = printable(t.name) + " " + shape_text(t.shape);
-    if (!t.why.empty()) tail += "  " + t.why;
-    line(fmt::format("  {:>10}  {:>10}  {:<5} {:<5} {:>8}  {:>8}  {}", format_bytes(t.bytes_before),
-                     format_bytes(t.bytes_after), t.from, t.to, error_text(t.rmse), error_text(t.max_abs), tail));
+  for (const auto& c : quantize_rows(r)) {
+    line(fmt::format("  {:>10}  {:>10}  {:<5} {:<5} {:>8}  {:>8}  {}", c[0], c[1], c[2], c[3], c[4], c[5], c[6]));
   }
   return out;
 }

@@ -90,11 +90,11 @@ def test_html_is_the_commands_report(tmp_path):
     assert r.html() == out.read_text()
     inline = r._repr_html_()
     assert inline.startswith("<iframe srcdoc=") and "&lt;html" in inline
-    # llm has a page now (issue 46); a command without one shows its text report.
+    # Every command with a report has a page (issue 46): llm's leads with its verdict.
     f = gpumem.llm("examples/llm/llama-3-8b", gpu="8GiB")
     assert f.html().startswith("<!DOCTYPE html>") and "Verdict" in f.html()
     q = gpumem.quantize("tests/data/weights/tiny_llama.safetensors", tmp_path / "q.gguf", type="q8_0")
-    assert q.html() is None and q._repr_html_().startswith("<pre>")
+    assert "Each tensor" in q.html()
 
 
 def test_quantize_writes_what_the_command_line_writes(tmp_path):

@@ -129,10 +129,11 @@ PAGES = [
     ("weights", ["tests/data/weights/tiny_llama.safetensors", "--duplicates"]),
     ("serve-sim", [LLAMA, "--gpu", "24GiB", "--requests", "examples/serve/system-prompt.csv"]),
     ("explain-oom", ["OOM"]),
+    ("quantize", ["tests/data/weights/tiny_llama.safetensors", "OUT", "--type", "q4_k_m"]),
 ]
 # Pages that are their text's rows as tables: every cell of a row is on one
 # line of the text.
-TABLE_PAGES = {"weights", "serve-sim", "explain-oom"}
+TABLE_PAGES = {"weights", "serve-sim", "explain-oom", "quantize"}
 OOM = ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 14.76 GiB total capacity; 14.56 GiB "
        "already allocated; 3.44 MiB free; 14.72 GiB reserved in total by PyTorch)\n")
 
@@ -152,6 +153,7 @@ def test_every_page_says_what_its_text_says(command, args, tmp_path):
         message = tmp_path / "oom.txt"
         message.write_text(OOM)
         args = [str(message) if a == "OOM" else a for a in args]
+    args = [str(tmp_path / "out.gguf") if a == "OUT" else a for a in args]
     _, text, _ = run_cli(command, *args, "--html", page_path, check_codes=(0, 3))
     verdict, rows = page_parts(page_path.read_text())
     lines = text.splitlines()

@@ -8,6 +8,7 @@
 
 #include "gpumem/common/units.h"
 #include "gpumem/report/html/document.h"
+#include "gpumem/report/quantize_report.h"
 #include "gpumem/report/serve_report.h"
 #include "gpumem/report/summary.h"
 #include "report/html/summary_section.h"
@@ -72,6 +73,19 @@ std::string serve_html(const serve::ServeSimulation& sim) {
     row.insert(row.end(), rows[i].second.begin(), rows[i].second.end());
     t.rows.push_back(std::move(row));
   }
+  doc.table(t);
+  return doc.html();
+}
+
+std::string quantize_html(const weights::QuantizeReport& r) {
+  html::Document doc("Quantize " + r.input);
+  doc.facts({{"from", fmt::format("{} ({}, {})", r.input, r.format, format_bytes(r.input_file_bytes))},
+             {"to", fmt::format("{} ({}, {})", r.output, r.type, format_bytes(r.output_file_bytes))},
+             {"tensor data", fmt::format("{} -> {}", format_bytes(r.bytes_before), format_bytes(r.bytes_after))}});
+  html::Table t;
+  t.caption = "Each tensor";
+  t.header = {"before", "after", "from", "to", "rmse", "max abs", "tensor"};
+  t.rows = quantize_rows(r);
   doc.table(t);
   return doc.html();
 }
