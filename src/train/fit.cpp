@@ -20,6 +20,9 @@ struct Candidate {
   DeviceMemory device;
   bool fits() const { return !device.runs_out; }
   uint64_t need() const { return device.device_bytes(); }
+  // What the reports call "needs" (least_device_bytes): the figure a change
+  // is shown with, the one train and the verdict give for the same step.
+  uint64_t needs(uint64_t budget) const { return least_device_bytes(step, budget); }
 };
 
 Candidate evaluate(const Model& model, const TrainOptions& options, uint64_t budget) {
@@ -201,12 +204,14 @@ void micro_batches(const std::string& path, const FitRequest& request, const Can
     if (!c->fits()) continue;
     r.changes.resize(kept_changes);
     r.changes.push_back(
-        {fmt::format(GPUMEM_FLAG_BATCH " {} x {} steps", micro, steps), unchanged.need(), plain->need(),
+        {fmt::format(GPUMEM_FLAG_BATCH " {} x {} steps", micro, steps), unchanged.needs(request.budget),
+         plain->needs(request.budget),
          fmt::format("gradient accumulation: {} micro-batches of {} per optimizer step, the same batch of {}; smaller "
                      "kernels{}",
                      steps, micro, batch,
                      batch_norm ? fmt::format(", BatchNorm statistics over {} samples", micro) : "")});
-    if (!plan.modules.empty()) r.changes.push_back(checkpoint_change(plan, plain->need(), c->need()));
+    if (!plan.modules.empty())
+      r.changes.push_back(checkpoint_change(plan, plain->needs(request.budget), c->needs(request.budget)));
     r.checkpoint = std::move(plan);
     r.batch = micro;
     r.accumulation_steps = steps;
@@ -236,7 +241,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
     modify(next);
     Candidate c = evaluate(model, next, request.budget);
     if (!c.fits() && c.need() >= current.need()) return;  // it does not help this model
-    r.changes.push_back({change, current.need(), c.need(), cost});
+    r.changes.push_back({change, current.needs(request.budget), c.needs(request.budget), cost});
     current = std::move(c);
   };
   const auto may = [&](Lever lever) { return request.keep.count(lever) == 0; };
@@ -299,7 +304,7 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   if (!chosen && may(Lever::kCheckpoint) && !current.fits()) {
     auto [plan, checkpointed] = checkpoint_on_device(model, current, request.budget);
     if (!plan.modules.empty() && (checkpointed.fits() || checkpointed.need() < current.need())) {
-      r.changes.push_back(checkpoint_change(plan, current.need(), checkpointed.need()));
+      r.changes.push_back(checkpoint_change(plan, current.needs(request.budget), checkpointed.needs(request.budget)));
       r.checkpoint = std::move(plan);
       current = std::move(checkpointed);
     }
@@ -324,10 +329,10 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
   strategies(kMaxRank);
   if (chosen) {
     const uint64_t per_gpu = chosen->gpu_bytes_per_gpu + current.device.overhead;
-    r.changes.push_back({request.gpus > 1
-                             ? fmt::format(GPUMEM_FLAG_GPUS " {}: {} {}", request.gpus, chosen->engine, chosen->setting)
-                             : fmt::format("{} {}", chosen->engine, chosen->setting),
-                         current.need(), per_gpu, sharding_cost(*chosen, weight_bytes, request.gpus).second});
+    r.changes.push_back(
+        {request.gpus > 1 ? fmt::format(GPUMEM_FLAG_GPUS " {}: {} {}", request.gpus, chosen->engine, chosen->setting)
+                          : fmt::format("{} {}", chosen->engine, chosen->setting),
+         current.needs(request.budget), per_gpu, sharding_cost(*chosen, weight_bytes, request.gpus).second});
     r.sharding = std::move(chosen);
     r.options = current.options;
     r.device = current.device;

@@ -45,7 +45,7 @@ struct FitRequest {
 
 struct FitChange {
   std::string change;        // "--precision amp-bf16", "--optimizer adam8bit", "checkpoint 4 modules"
-  uint64_t peak_before = 0;  // device bytes (DeviceMemory::device_bytes) before and after
+  uint64_t peak_before = 0;  // what the device needs (least_device_bytes) before and after
   uint64_t peak_after = 0;
   std::string cost;  // in words: what it costs
 };
