@@ -94,14 +94,18 @@ std::string module_path(const std::string& node_name, int depth) {
   }
   if (depth >= 1 && scopes.size() > static_cast<size_t>(depth)) scopes.resize(static_cast<size_t>(depth));
   // Each scope is a child's name relative to its parent, except that a
-  // container's children repeat the container's path ("layer2", "layer2.1").
+  // container's numbered children repeat the container's own scope
+  // ("layer2", "layer2.1"; "branch1", "branch1.0" inside "stage2.0"): those
+  // add only their index.
   std::string path;
+  const std::string* previous = nullptr;
   for (const auto& scope : scopes) {
-    if (!path.empty() && scope.rfind(path + ".", 0) == 0) {
-      path = scope;
+    if (previous != nullptr && scope.size() > previous->size() + 1 && scope.rfind(*previous + ".", 0) == 0) {
+      path += scope.substr(previous->size());
     } else {
       path = path.empty() ? scope : path + "." + scope;
     }
+    previous = &scope;
   }
   return path;
 }

@@ -139,6 +139,23 @@ uint64_t saved_at_end_of_forward(const TrainingStep& step) {
   return saved;
 }
 
+// A PyTorch export names each scope relative to its parent, and a
+// container's numbered children repeat the container's own scope. Issue 47:
+// shufflenet's "/stage2/stage2.0/branch1/branch1.0/Conv" was read as
+// stage2.0.branch1.branch1.0, a module the model does not have.
+TEST(TrainRules, ModulePathsAreTheModelsOwnNames) {
+  EXPECT_EQ(module_path("/layer2/layer2.1/conv1/Conv"), "layer2.1.conv1");
+  EXPECT_EQ(module_path("/layer2/layer2.1/conv1/Conv", 1), "layer2");
+  EXPECT_EQ(module_path("/layer2/layer2.1/conv1/Conv", 2), "layer2.1");
+  EXPECT_EQ(module_path("/encoder/layers.0/self_attn/MatMul"), "encoder.layers.0.self_attn");
+  EXPECT_EQ(module_path("/stage2/stage2.0/branch1/branch1.0/Conv"), "stage2.0.branch1.0");
+  EXPECT_EQ(module_path("/stage2/stage2.0/branch2/branch2.3/Relu"), "stage2.0.branch2.3");
+  EXPECT_EQ(module_path("/features/features.3/block/block.0/block.0.0/Conv"), "features.3.block.0.0");
+  EXPECT_EQ(module_path("/0/Conv"), "0");
+  EXPECT_EQ(module_path("/conv/conv1/Conv"), "conv.conv1");  // a named child whose name starts like its parent's
+  EXPECT_EQ(module_path("Conv_3"), "");
+}
+
 TEST(TrainRules, AFrozenLinearKeepsNoInput) {
   const Model m = erf_mlp();
   constexpr uint64_t kHidden = 64 * 256 * 4;
