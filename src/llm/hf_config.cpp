@@ -3,6 +3,9 @@
 // LlamaConfig / MistralConfig / Qwen2Config define them.
 #include <cstdint>
 
+#include <string_view>
+#include <utility>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -103,6 +106,53 @@ void read_sliding_window(const Config& c, LlmModel& m) {
   apply_window_rules(m, types != nullptr && types->is_array() ? &listed : nullptr, c.number("sliding_window_pattern"));
 }
 
+// The decoder families gpumem models, for messages: "llama, mistral, ...".
+std::string modelled_families() {
+  std::string names;
+  for (const auto& f : model_families()) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  return names;
+}
+
+// Issue 47: a T5, BLOOM or Falcon config got "key num_hidden_layers is
+// missing or zero". A model gpumem does not model is named as such, in one
+// line: an encoder-decoder by its config's own flag, any other family that
+// names its layers differently by its model_type.
+void refuse_unmodelled(const Config& c, const std::string& model_type) {
+  if (c.flag("is_encoder_decoder").value_or(false)) {
+    throw InputError(
+        fmt::format("{}: model_type '{}' is an encoder-decoder, which is not modelled yet: gpumem reads decoder-only "
+                    "families ({})",
+                    printable(c.path()), printable(model_type), modelled_families()));
+  }
+  // Decoders whose blocks are not Llama-shaped (a two-matrix MLP, parallel
+  // attention, learned positions or ALiBi): priced as Llama they would be
+  // wrong by their MLP alone, so they are refused by name.
+  static constexpr std::pair<std::string_view, std::string_view> kNotLlamaShaped[] = {
+      {"falcon", "parallel attention and a two-matrix MLP"},
+      {"RefinedWeb", "parallel attention and a two-matrix MLP"},
+      {"RefinedWebModel", "parallel attention and a two-matrix MLP"},
+      {"gpt_neox", "parallel residuals, partial rotary and a two-matrix MLP"},
+      {"gpt2", "learned positions and a two-matrix MLP"},
+      {"gptj", "parallel attention and a two-matrix MLP"},
+      {"bloom", "ALiBi and a two-matrix MLP"},
+      {"opt", "learned positions and a two-matrix MLP"},
+      {"mpt", "ALiBi and a two-matrix MLP"},
+      {"phi", "parallel attention and a two-matrix MLP (Phi-1 and Phi-2)"},
+  };
+  for (const auto& [name, why] : kNotLlamaShaped) {
+    if (model_type == name) {
+      throw InputError(
+          fmt::format("{}: model_type '{}' ({}) is not modelled yet: gpumem reads Llama-shaped decoder "
+                      "families ({})",
+                      printable(c.path()), printable(model_type), why, modelled_families()));
+    }
+  }
+  if (model_family(model_type) == nullptr && c.find("num_hidden_layers") == nullptr) {
+    throw InputError(fmt::format("{}: model_type '{}' is not a family gpumem models yet (it reads {})",
+                                 printable(c.path()), printable(model_type), modelled_families()));
+  }
+}
+
 }  // namespace
 
 LlmModel model_from_hf_config(const std::string& text, const std::string& path) {
@@ -119,6 +169,7 @@ LlmModel model_from_hf_config(const std::string& text, const std::string& path) 
                     "modelled by gpumem llm yet",
                     printable(path)));
   m.architecture = model_type;
+  refuse_unmodelled(c, model_type);
   m.n_layer = static_cast<uint32_t>(c.required("num_hidden_layers"));
   m.n_embd = c.required("hidden_size");
   m.n_head = static_cast<uint32_t>(c.required("num_attention_heads"));

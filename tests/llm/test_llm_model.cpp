@@ -1,6 +1,7 @@
 // Models from Hugging Face configs and GGUF files: published parameter
 // counts, KV bytes per token and llama.cpp's own model buffer recomputed.
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -40,6 +41,39 @@ TEST(LlmModel, PublishedParameterCountsFromTheirConfigs) {
   // (Google's model card), two norms of 3,584 per layer more than a Llama
   // block of the same shape.
   EXPECT_EQ(config("gemma-2-9b").parameters(), 9'241'705'984u);
+}
+
+// Issue 47: T5, BLOOM and Falcon configs got "key num_hidden_layers is
+// missing or zero". A family gpumem does not model is named, in one line,
+// with what it does model. The configs are the keys the published
+// checkpoints' config.json files hold (t5-small, bloom-560m, falcon-7b).
+TEST(LlmModel, AFamilyNotModelledIsNamed) {
+  const auto refusal = [](const std::string& name, const std::string& text) {
+    const std::string path = testing::TempDir() + name + "_config.json";
+    { std::ofstream(path) << text; }
+    try {
+      load_llm_model(path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string t5 = refusal("t5", R"({"model_type": "t5", "d_model": 512, "num_layers": 6, "num_heads": 8,
+      "d_ff": 2048, "vocab_size": 32128, "is_encoder_decoder": true})");
+  EXPECT_NE(t5.find("model_type 't5' is an encoder-decoder, which is not modelled yet"), std::string::npos) << t5;
+  EXPECT_NE(t5.find("llama"), std::string::npos) << t5;
+  const std::string bloom = refusal("bloom", R"({"model_type": "bloom", "n_layer": 24, "hidden_size": 1024,
+      "n_head": 16, "vocab_size": 250880})");
+  EXPECT_NE(bloom.find("model_type 'bloom' (ALiBi and a two-matrix MLP) is not modelled yet"), std::string::npos)
+      << bloom;
+  // Falcon's newer config names its layers as Llama's does: refused by name
+  // all the same, since a Llama-shaped price would miss its MLP.
+  const std::string falcon = refusal("falcon", R"({"model_type": "falcon", "num_hidden_layers": 32,
+      "hidden_size": 4544, "num_attention_heads": 71, "vocab_size": 65024})");
+  EXPECT_NE(falcon.find("model_type 'falcon'"), std::string::npos) << falcon;
+  const std::string unknown = refusal("unknown", R"({"model_type": "xlnet", "n_layer": 24, "d_model": 1024})");
+  EXPECT_NE(unknown.find("model_type 'xlnet' is not a family gpumem models yet"), std::string::npos) << unknown;
+  for (const auto* m : {&t5, &bloom, &falcon, &unknown}) EXPECT_EQ(m->find('\n'), std::string::npos) << "one line";
 }
 
 TEST(LlmModel, KvBytesPerTokenFollowGroupedQueryAttention) {
