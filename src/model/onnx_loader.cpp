@@ -1,6 +1,7 @@
 #include "gpumem/model/onnx_loader.h"
 #include "gpumem/common/flag_names.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "model/batch_axis.h"
 #include "model/graph_builder.h"
 #include "model/shape_inference.h"
+#include "model/tensor_value.h"
 
 namespace gpumem {
 namespace {
@@ -145,6 +147,42 @@ std::vector<std::string> unbound_symbols(const onnx::GraphProto& graph) {
   return {symbols.begin(), symbols.end()};
 }
 
+// Dropout with a ratio of 0 (swin_t's and many configs' p=0): PyTorch's
+// dropout returns its input untouched, keeping no noise or mask, where a
+// Dropout node would be priced with both (issue 47: swin_t +3.5%). The ratio
+// is an attribute before opset 12 and an input since, a Constant's output or
+// an initializer.
+void mark_passthrough_dropouts(const onnx::GraphProto& g, int64_t opset, Graph& graph) {
+  const auto constant = [&](const std::string& name) -> std::optional<double> {
+    if (name.empty()) return std::nullopt;
+    const onnx::TensorProto* found = nullptr;
+    for (const auto& init : g.initializer())
+      if (init.name() == name) found = &init;
+    for (const auto& node : g.node()) {
+      if (node.op_type() != "Constant" || node.output_size() != 1 || node.output(0) != name) continue;
+      for (const auto& a : node.attribute())
+        if (a.name() == "value" && a.has_t()) found = &a.t();
+    }
+    if (found == nullptr) return std::nullopt;
+    const auto value = detail::read_tensor_value(*found);
+    if (!value || value->size() != 1) return std::nullopt;
+    return value->real(0);
+  };
+  const auto n = std::min<size_t>(static_cast<size_t>(g.node_size()), graph.nodes.size());
+  for (size_t i = 0; i < n; ++i) {
+    const onnx::NodeProto& node = g.node(static_cast<int>(i));
+    if (node.op_type() != "Dropout" || !node.domain().empty()) continue;
+    std::optional<double> ratio = 0.5;  // ONNX's default
+    if (opset < 12) {
+      for (const auto& a : node.attribute())
+        if (a.name() == "ratio") ratio = a.f();
+    } else if (node.input_size() > 1 && !node.input(1).empty()) {
+      ratio = constant(node.input(1));
+    }
+    if (ratio && *ratio == 0.0) graph.nodes[i].passthrough = true;
+  }
+}
+
 int64_t default_opset(const onnx::ModelProto& model) {
   for (const auto& op : model.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
@@ -164,6 +202,7 @@ Model load_onnx_model_from_bytes(std::string_view bytes, const std::string& disp
 
   // Structure first: a graph out of order is rejected before any inference.
   model.graph = detail::build_graph_structure(proto.graph(), display_name);
+  mark_passthrough_dropouts(proto.graph(), model.opset, model.graph);
   model.batch_axis = detail::find_batch_axis(proto.graph(), options.batch_dim, display_name);
   const detail::AxisPositions batch_at = detail::batch_positions(proto.graph(), model.batch_axis);
   bind_dimensions(*proto.mutable_graph(), options, model.batch_axis, display_name);

@@ -270,6 +270,10 @@ class Builder {
       outputs.resize(1);
     }
     if (kind == "Dropout") outputs.resize(1);  // the mask is the rule's, by device
+    if (nd.passthrough) {
+      kind = "Identity";  // ratio 0: PyTorch returns the input itself
+      outputs.resize(1);
+    }
     if (kind == "MaxPool") outputs.resize(1);  // indices: the rule's, int64
     if (kViews.count(kind)) {
       const int src = nd.inputs.empty() ? -1 : nd.inputs[0];

@@ -292,3 +292,23 @@ def test_the_emitted_checkpoint_module_runs_on_the_model_as_given(name, tmp_path
     # same batch gives the same output with checkpointing as without.
     assert torch.allclose(out, expected, rtol=1e-5, atol=1e-3)
     assert all(p.grad is not None for p in model.parameters())
+
+
+def test_dropout_with_p_zero_is_no_op():
+    """Issue 47: PyTorch's dropout returns its input when p is 0 (swin_t's dropout), keeping no noise."""
+    torch.manual_seed(0)
+
+    def mlp(dropout):
+        layers = [nn.Linear(64, 1024), nn.GELU()]
+        if dropout is not None:
+            layers.append(nn.Dropout(dropout))
+        return nn.Sequential(*layers, nn.Linear(1024, 10))
+
+    # Activations large enough for the peak to fall where dropout's noise lives.
+    x = torch.randn(512, 64)
+    plain = gt.estimate(mlp(None), x, optimizer="sgd", device="cpu")
+    zero = gt.estimate(mlp(0.0), x, optimizer="sgd", device="cpu")
+    some = gt.estimate(mlp(0.1), x, optimizer="sgd", device="cpu")
+    assert zero.peak_bytes == plain.peak_bytes
+    assert dict(zero.breakdown) == dict(plain.breakdown)
+    assert some.peak_bytes > plain.peak_bytes  # the control: a real dropout keeps its noise

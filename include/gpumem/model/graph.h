@@ -34,8 +34,8 @@ struct Tensor {
   DType dtype = DType::Undefined;
   // nullopt when not even the rank is known.
   std::optional<std::vector<Dim>> dims;
-  int producer = -1;       // node index for NodeOutput, else -1
-  int last_reader = -1;    // largest index of a node that reads it, -1 if none
+  int producer = -1;     // node index for NodeOutput, else -1
+  int last_reader = -1;  // largest index of a node that reads it, -1 if none
   bool graph_output = false;
   // Initializers, Constant outputs and outputs of nodes whose inputs are all
   // weights: what a runtime stores or folds once, not per inference.
@@ -63,6 +63,9 @@ struct Node {
   // stay alive until this node runs, as if they were inputs.
   std::vector<int> implicit_inputs;
   std::vector<Subgraph> subgraphs;
+  // Computes nothing at run time: a Dropout whose ratio is 0, which
+  // PyTorch returns its input for (ATen's dropout: p == 0 returns input).
+  bool passthrough = false;
 };
 
 struct Graph {
