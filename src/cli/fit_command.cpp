@@ -22,7 +22,7 @@ Action add_fit_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("fit", "Make a training step fit a budget: cheapest changes, checkpointing, largest batch");
   struct Args {
-    std::string model, gpu, emit, output_dir = ".", trace_out, html;
+    std::string model, gpu, emit, output_dir = ".", trace_out, html, loss = "cross-entropy";
     std::vector<std::string> keep;
     StepFlags step_flags;
     ModelFlags flags;
@@ -38,6 +38,7 @@ Action add_fit_command(CLI::App& app) {
   cmd->add_flag("--max-batch", args->max_batch,
                 "Find the largest batch (the batch axis, as --batch binds it) that fits");
   add_step_flags(*cmd, args->step_flags, /*precision_auto=*/true);
+  add_loss_flag(*cmd, args->loss);
   add_list_option(*cmd, "--keep", args->keep,
                   "Levers fit must not pull: optimizer (foreach, set_to_none, 8-bit states), precision, checkpoint, "
                   "batch (micro-batches with gradient accumulation), offload (states in CPU memory)",
@@ -65,6 +66,7 @@ Action add_fit_command(CLI::App& app) {
     train::FitRequest request;
     request.options.model = to_inspect_options(args->flags);
     apply_step_flags(args->step_flags, request.options);
+    request.options.loss = loss_named(args->loss);
     for (const auto& name : args->keep) {
       const auto lever = train::parse_lever(name);
       if (!lever)

@@ -104,4 +104,15 @@ void write_step_trace(const std::string& path, const train::TrainingStep& step) 
   announce_written(path, "gpumem trace of the step");
 }
 
+void add_loss_flag(CLI::App& cmd, std::string& loss) {
+  cmd.add_option("--loss", loss, "cross-entropy | mse | none, over the graph's first output (default cross-entropy)")
+      ->check(CLI::IsMember({"cross-entropy", "mse", "none"}));
+}
+
+train::Loss loss_named(const std::string& name) {
+  if (name == "mse") return train::Loss::kMse;
+  if (name == "none") return train::Loss::kNone;
+  return train::Loss::kCrossEntropy;
+}
+
 }  // namespace gpumem::cli

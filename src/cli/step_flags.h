@@ -28,6 +28,11 @@ void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto = false
 // foreach, allocator and overhead.
 void apply_step_flags(const StepFlags& flags, train::TrainOptions& options);
 
+// --loss of train and fit: cross-entropy | mse | none over the graph's
+// first output (issue 47: fit had none, so it always priced cross-entropy).
+void add_loss_flag(CLI::App& cmd, std::string& loss);
+train::Loss loss_named(const std::string& name);
+
 // --trace OUT of train and fit: the step as a gpumem history trace, written
 // atomically (gzip when OUT ends in .gz).
 void write_step_trace(const std::string& path, const train::TrainingStep& step);

@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,8 +36,7 @@ Action add_train_command(CLI::App& app) {
                         "Memory of one GPU, e.g. 24GiB: whether the step fits it (exit 3 when not); fit says what "
                         "would");
   add_step_flags(*cmd, args->step_flags);
-  cmd->add_option("--loss", args->loss, "cross-entropy | mse | none, over the graph's first output")
-      ->check(CLI::IsMember({"cross-entropy", "mse", "none"}));
+  add_loss_flag(*cmd, args->loss);
   cmd->add_option("--frozen", args->frozen, "Parameters whose name matches this regular expression are frozen");
   cmd->add_option("--step", args->step, "steady (optimizer states exist) | first (they are created)")
       ->check(CLI::IsMember({"steady", "first"}));
@@ -53,12 +51,10 @@ Action add_train_command(CLI::App& app) {
       ->type_name("FILE");
 
   return [args]() {
-    static const std::map<std::string, train::Loss> losses = {
-        {"cross-entropy", train::Loss::kCrossEntropy}, {"mse", train::Loss::kMse}, {"none", train::Loss::kNone}};
     train::TrainOptions o;
     o.model = to_inspect_options(args->flags);
     apply_step_flags(args->step_flags, o);
-    o.loss = losses.at(args->loss);
+    o.loss = loss_named(args->loss);
     o.frozen = args->frozen;
     o.first_step = args->step == "first";
     o.checkpoint = args->checkpoint;

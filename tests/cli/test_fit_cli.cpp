@@ -227,3 +227,22 @@ TEST(CliFit, DecidesOnTheDeviceAndItsTraceReplaysWithinTheBudget) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 47: fit had no --loss, so it always priced cross-entropy; it takes
+// train's, and says which it priced.
+TEST(CliFit, TakesTrainsLoss) {
+  const std::string resnet = train_model("resnet18_sgd") + " --optimizer sgd-momentum --gpu 1GiB";
+  const CliRun mse = run("fit " + resnet + " --loss mse");
+  ASSERT_EQ(mse.code, 0) << mse.err;
+  EXPECT_NE(mse.out.find("loss mse"), std::string::npos) << mse.out;
+  const CliRun none = run("fit " + resnet + " --loss none --json");
+  const CliRun ce = run("fit " + resnet + " --json");
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_LT(nlohmann::json::parse(none.out)["verdict"]["device_bytes"].get<uint64_t>(),
+            nlohmann::json::parse(ce.out)["verdict"]["device_bytes"].get<uint64_t>());
+  EXPECT_EQ(run("fit " + resnet + " --loss hinge").code, 2);
+}
+
+}  // namespace
