@@ -28,8 +28,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto& g = p.single;
     check(g.total() == g.weights_bytes + g.kv_bytes + g.activation_bytes + g.overhead_bytes);
     check(g.weights_bytes == p.model.weight_bytes());
-    check(p.fits == (g.total() <= request.gpu_bytes));
-    check(p.max_batch == 0 || p.fits || p.max_batch < request.batch);
+    // The verdict is on what the GPU holds under the engine's placement
+    // (the token embeddings in host memory), never more than everything.
+    check(p.verdict.device_bytes == p.placed.total() && p.placed.total() <= g.total());
+    check(p.verdict.fits() == (p.placed.total() <= request.gpu_bytes));
+    check(p.max_batch == 0 || p.verdict.fits() || p.max_batch < request.batch);
     check(p.offload.gpu.total() <= request.gpu_bytes || !p.offload.fits);
   } catch (const gpumem::InputError& e) {
     gpumem::fuzz::check_one_line(e);

@@ -150,7 +150,7 @@ Action add_finetune_command(CLI::App& app) {
     } else {
       std::fputs(render_finetune_text(plan, args->top).c_str(), out());
     }
-    return gpu != 0 && !plan.fits ? kExitDoesNotFit : kExitOk;
+    return gpu != 0 && !plan.verdict.fits() ? kExitDoesNotFit : kExitOk;
   };
 }
 

@@ -107,14 +107,6 @@ Action add_llm_command(CLI::App& app) {
                          ": under --engine vllm the KV cache is auto (the model's type, f16 or bf16) or fp8, "
                          "fp8_e4m3, fp8_e5m2 (vLLM's --kv-cache-dtype)");
       }
-    } else {
-      refuse_flags(*cmd,
-                   {"--gpu-memory-utilization", "--token-budget", "--max-seqs", "--block-tokens", "--enforce-eager",
-                    "--non-torch", "--concurrency"},
-                   "under --engine " + args->engine,
-                   "it is vLLM's (--engine vllm); llama.cpp and ollama serve --batch sequences of --context tokens");
-    }
-    if (engine.kind == llm::EngineKind::kVllm) {
       require_flag("--gpu", args->gpu, "the memory of one GPU, e.g. 80GiB");
       llm::VllmRequest v;
       v.gpu_bytes = parse_memory_flag("--gpu", args->gpu);
@@ -129,15 +121,17 @@ Action add_llm_command(CLI::App& app) {
       if (!args->non_torch.empty()) v.non_torch_bytes = parse_memory_flag("--non-torch", args->non_torch, true);
       if (args->kv_dtype.rfind("fp8", 0) == 0) v.kv_bytes_per_value = 1;
       llm::LlmModel model = llm::load_llm_model(args->model);
-      const llm::LlmModel as_given = model;
-      if (!args->quant.empty()) {
+      // Without --quant, every format vLLM serves at the same request; with
+      // it, the model in that format.
+      std::vector<llm::VllmQuantLevel> levels;
+      if (args->quant.empty()) {
+        levels = llm::vllm_quant_levels(model, v, engine);
+      } else {
         const llm::VllmQuantFormat* format = llm::vllm_quant_named(args->quant);
         if (format == nullptr) throw InputError("--quant " + args->quant + ": " + quant_names(llm::EngineKind::kVllm));
         model = llm::vllm_quantized(std::move(model), *format);
       }
       const llm::VllmSizing sizing = llm::size_vllm(model, v, engine);
-      const std::vector<llm::VllmQuantLevel> levels =
-          args->quant.empty() ? llm::vllm_quant_levels(as_given, v, engine) : std::vector<llm::VllmQuantLevel>{};
       if (!args->html.empty()) write_html(args->html, report::vllm_html(model, sizing, levels));
       if (args->json) {
         std::fputs((json_text(vllm_to_json(model, sizing, levels), 2) + "\n").c_str(), out());
@@ -146,6 +140,11 @@ Action add_llm_command(CLI::App& app) {
       }
       return sizing.verdict.fits() ? kExitOk : kExitDoesNotFit;
     }
+    refuse_flags(*cmd,
+                 {"--gpu-memory-utilization", "--token-budget", "--max-seqs", "--block-tokens", "--enforce-eager",
+                  "--non-torch", "--concurrency"},
+                 "under --engine " + args->engine,
+                 "it is vLLM's (--engine vllm); llama.cpp and ollama serve --batch sequences of --context tokens");
     llm::LlmRequest r;
     r.context = args->context;
     r.batch = args->batch;
@@ -171,7 +170,7 @@ Action add_llm_command(CLI::App& app) {
     } else {
       std::fputs(render_llm_text(plan).c_str(), out());
     }
-    return plan.fits ? kExitOk : kExitDoesNotFit;
+    return plan.verdict.fits() ? kExitOk : kExitDoesNotFit;
   };
 }
 

@@ -110,7 +110,8 @@ Action add_serve_sim_command(CLI::App& app) {
       refuse_flags(*cmd, {"--output", "--seed", "--count", "--rate"}, "without --generate",
                    "they shape a generated trace (--generate PRESET)");
     }
-    if (args->engine.rfind("vllm", 0) == 0) {
+    const llm::EngineRules engine = llm::engine_rules(args->engine);
+    if (engine.kind == llm::EngineKind::kVllm) {
       refuse_flags(*cmd, {"--overhead"}, "under --engine vllm", "vLLM's budget is --gpu-memory-utilization");
       refuse_flags(*cmd, {"--quant"}, "under --engine vllm", "vLLM sizes the checkpoint as given");
     } else {
@@ -155,7 +156,7 @@ Action add_serve_sim_command(CLI::App& app) {
     time.step_overhead_s = positive_rate("--step-overhead", args->step_overhead, false, true);
 
     const auto requests = serve::read_request_trace(args->requests, config.max_model_len);
-    r.engine = llm::engine_rules(args->engine);
+    r.engine = engine;
     const llm::LlmModel model = llm::load_llm_model(args->model);
     std::optional<llm::VllmSizing> vllm;
     if (r.engine.kind == llm::EngineKind::kVllm) {

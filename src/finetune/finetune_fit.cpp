@@ -119,7 +119,6 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
     // What `gpumem train` and `fit` call needs: the least device the step runs in.
     plan.verdict = {gpu_bytes, train::least_device_bytes(plan.step.step, gpu_bytes)};
   }
-  plan.fits = plan.verdict.fits();
   if (gpu_bytes == 0) return plan;
 
   if (find_max_seq) {
@@ -138,7 +137,7 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
       return fits(model, o, gpu_bytes, parallel);
     });
   }
-  if (plan.fits) return plan;
+  if (plan.verdict.fits()) return plan;
 
   // One change at a time, in the order a practitioner reaches for them.
   struct Candidate {

@@ -288,7 +288,6 @@ LlmPlan plan_llm(LlmModel model, const LlmRequest& request) {
     return largest_total(sizer.pipeline(context, batch, n));
   };
   p.verdict = {gpu, need(p.context, request.batch)};
-  p.fits = p.verdict.fits();
   if (n > 1) {
     if (tp_valid) {
       p.placed = sizer.tensor_parallel(p.context, request.batch, n);

@@ -148,7 +148,7 @@ nlohmann::ordered_json finetune_to_json(const FinetunePlan& p, int top) {
   }
   doc["largest_at_peak"] = largest;
   doc["gpu_bytes"] = p.gpu_bytes ? json(p.gpu_bytes) : json(nullptr);
-  doc["fits"] = p.gpu_bytes ? json(p.fits) : json(nullptr);
+  doc["fits"] = p.gpu_bytes ? json(p.verdict.fits()) : json(nullptr);
   doc["verdict"] = verdict_json(p.verdict);
   doc["max_seq"] = p.max_seq ? json(*p.max_seq) : json(nullptr);
   doc["max_micro_batch"] = p.max_micro_batch ? json(*p.max_micro_batch) : json(nullptr);

@@ -58,8 +58,8 @@ std::string render_fit_text(const train::FitResult& f) {
                          ? "unconstrained (it runs out on this GPU)"
                          : fmt::format("on this GPU (capped at {} less the overhead)", format_bytes(f.budget))));
   }
+  const report::Summary summary = report::fit_summary(f);
   {
-    const report::Summary summary = report::fit_summary(f);
     std::string parts;
     for (const auto& row : summary.breakdown)
       if (row.bytes) parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", row.name, format_bytes(row.bytes));
@@ -74,7 +74,7 @@ std::string render_fit_text(const train::FitResult& f) {
   if (!f.changes.empty()) {
     line();
     line("Changes, cheapest first");
-    for (const auto& c : report::fit_summary(f).changes) {
+    for (const auto& c : summary.changes) {
       line(fmt::format("  {:<28} {:>12} -> {:>12}  {}", c.change, format_bytes(c.before), format_bytes(c.after),
                        c.cost));
     }

@@ -121,3 +121,16 @@ TEST(CliServeSim, TimeModelFlagsAreCheckedAndApplied) {
 }
 
 }  // namespace
+
+namespace {
+
+// The engine's kind is engine_rules' reading of --engine, not its spelling:
+// vLLM's flags and refusals hold under "vLLM@0.21.0" as under "vllm".
+TEST(CliServeSim, AnEnginesFlagsFollowItsKindNotItsSpelling) {
+  const CliRun r =
+      run("serve-sim " + config() + " --gpu 80GiB --requests " + example("bursty") + " --engine vLLM --overhead 1GiB");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--overhead does not apply under --engine vllm"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -27,7 +27,7 @@ TEST(LlmFit, TheTotalIsItsParts) {
   EXPECT_EQ(p.single.weights_bytes, 8'030'261'248u * 2);
   EXPECT_EQ(p.kv.bytes, 8192u * 131'072u);
   EXPECT_EQ(p.single.total(), p.single.weights_bytes + p.kv.bytes + p.forward.bytes + kDefaultOverheadBytes);
-  EXPECT_TRUE(p.fits);
+  EXPECT_TRUE(p.verdict.fits());
   uint64_t terms = 0;
   for (const auto& t : p.forward.terms) terms += t.bytes;
   EXPECT_EQ(terms, p.forward.bytes);
@@ -60,7 +60,7 @@ TEST(LlmFit, LongestContextAndLargestBatchAreTheBoundary) {
     LlmRequest q = r;
     q.context = context;
     q.batch = batch;
-    return plan_llm(m, q).fits;
+    return plan_llm(m, q).verdict.fits();
   };
   EXPECT_TRUE(fits(p.max_context, 1));
   EXPECT_FALSE(fits(p.max_context + 1, 1));
@@ -81,7 +81,7 @@ TEST(LlmFit, GpuLayersCountWhatEachLayerTakes) {
   EXPECT_LE(p.offload.gpu.total(), 8 * kGiB);
   EXPECT_EQ(p.offload.gpu.weights_bytes + p.offload.gpu.kv_bytes + p.offload.host_bytes,
             p.single.weights_bytes + p.kv.bytes);
-  EXPECT_FALSE(p.fits);
+  EXPECT_FALSE(p.verdict.fits());
 }
 
 TEST(LlmFit, StreamingCostsTheStreamedBytesOverTheBandwidth) {

@@ -52,7 +52,6 @@ struct FinetunePlan {
   train::DeviceMemory device;
   uint64_t gpu_bytes = 0;  // 0: no budget given
   Verdict verdict;         // the least device memory the step runs in (per GPU with several), against gpu_bytes
-  bool fits = false;       // verdict.fits()
   std::optional<uint64_t> max_seq, max_micro_batch;
   bool max_seq_capped = false;          // the search stopped at max_position_embeddings
   std::vector<FinetuneChange> changes;  // when it does not fit: single changes, those that fit first

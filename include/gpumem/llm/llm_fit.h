@@ -113,8 +113,7 @@ struct LlmPlan {
   KvTypes kv_types;
   KvCache kv;
   ForwardPeak forward;
-  GpuMemory single;  // everything on one GPU
-  bool fits = false;
+  GpuMemory single;          // everything on one GPU
   uint64_t max_context = 0;  // longest context per sequence that fits at `batch` (capped at the training context)
   bool max_context_capped = false;  // the search stopped at max(training context, context); memory allows more
   uint64_t max_batch = 0;           // most sequences of `context` tokens that fit
