@@ -37,6 +37,25 @@ uint64_t step_overhead(const TrainOptions& options) {
   return options.device == Device::kCpu ? 0 : kDefaultCudaOverheadBytes;
 }
 
+namespace {
+
+// A GPU with room to spare for this step: every allocation in a segment of
+// its own, rounded up as the caching allocator rounds, twice over. The
+// policy runner's own "unlimited" (2 TiB) is not enough for every step a
+// file can describe, and a replay that ran out there would report what it
+// held when it failed as the step's reserved peak.
+std::size_t room_to_spare(const alloc::AllocationSequence& sequence) {
+  constexpr uint64_t kSegment = uint64_t{2} << 20, kCeiling = uint64_t{1} << 62;
+  uint64_t total = uint64_t{2} << 40;
+  for (const std::size_t size : sequence.sizes) {
+    total += 2 * ((static_cast<uint64_t>(size) + kSegment) / kSegment * kSegment);
+    if (total >= kCeiling) return static_cast<std::size_t>(kCeiling);
+  }
+  return static_cast<std::size_t>(total);
+}
+
+}  // namespace
+
 DeviceMemory device_memory(const TrainingStep& step, uint64_t budget) {
   DeviceMemory d;
   d.allocator = step_allocator(step.options);
@@ -60,7 +79,7 @@ DeviceMemory device_memory(const TrainingStep& step, uint64_t budget) {
     }
     d.runs_out = true;
   }
-  d.reserved_peak = static_cast<uint64_t>(run(0).peak_reserved);
+  d.reserved_peak = static_cast<uint64_t>(run(room_to_spare(sequence)).peak_reserved);
   return d;
 }
 
