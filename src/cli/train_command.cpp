@@ -11,9 +11,12 @@
 #include "cli/step_flags.h"
 #include "cli/streams.h"
 #include "common/bounded_json.h"
+#include "common/file_kind.h"
+#include "gpumem/common/flag_names.h"
 #include "gpumem/report/html/train_page.h"
 #include "gpumem/report/train_report.h"
 #include "gpumem/train/device_memory.h"
+#include "gpumem/train/traced_step.h"
 
 namespace gpumem::cli {
 
@@ -30,7 +33,9 @@ Action add_train_command(CLI::App& app) {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("MODEL", args->model, "ONNX model exported in training mode")->required();
+  cmd->add_option("MODEL", args->model,
+                  "ONNX model exported in training mode, or a step traced by gpumem.torch.estimate")
+      ->required();
   add_shape_flags(*cmd, args->flags);
   add_gpu_memory_option(*cmd, args->gpu,
                         "Memory of one GPU, e.g. 24GiB: whether the step fits it (exit 3 when not); fit says what "
@@ -50,7 +55,7 @@ Action add_train_command(CLI::App& app) {
                   "Write the predicted step as a gpumem trace (replay it, or convert it for memory_viz)")
       ->type_name("FILE");
 
-  return [args]() {
+  return [args, cmd]() {
     train::TrainOptions o;
     o.model = to_inspect_options(args->flags);
     apply_step_flags(args->step_flags, o);
@@ -58,7 +63,19 @@ Action add_train_command(CLI::App& app) {
     o.frozen = args->frozen;
     o.first_step = args->step == "first";
     o.checkpoint = args->checkpoint;
-    const train::TrainingStep step = train::predict_training_step(args->model, o);
+    const train::TrainingStep step = [&args, &o, cmd] {
+      if (file_kind_at(args->model) != FileKind::TracedStep) return train::predict_training_step(args->model, o);
+      // A traced step is the step PyTorch ran: its shapes, optimizer, precision,
+      // checkpointing and loss were set when it was traced.
+      refuse_flags(*cmd,
+                   {GPUMEM_FLAG_BATCH, GPUMEM_FLAG_BATCH_DIM, GPUMEM_FLAG_DIM, GPUMEM_FLAG_OPTIMIZER,
+                    GPUMEM_FLAG_PRECISION, GPUMEM_FLAG_DEVICE, GPUMEM_FLAG_GRADS, GPUMEM_FLAG_FOREACH, "--torch",
+                    "--loss", GPUMEM_FLAG_FROZEN, "--step", GPUMEM_FLAG_CHECKPOINT},
+                   "for a traced step",
+                   "the traced step is what PyTorch ran: trace it again with gpumem.torch.estimate(...) and the "
+                   "setting changed");
+      return train::load_traced_step(args->model, o);
+    }();
     const train::DeviceMemory device = train::device_memory(step);
     const uint64_t gpu = args->gpu.empty() ? 0 : parse_memory_flag("--gpu", args->gpu);
     const Verdict verdict{gpu, train::least_device_bytes(step, gpu)};

@@ -24,7 +24,7 @@ struct KindInfo {
   std::string_view readers;
 };
 
-constexpr std::array<KindInfo, 10> kKinds{{
+constexpr std::array<KindInfo, 11> kKinds{{
     {FileKind::OnnxModel, "an ONNX model", "`gpumem inspect`, `gpumem plan` or `gpumem train`"},
     {FileKind::MemoryTrace, "a memory trace", "`gpumem trace stats` or `gpumem replay`"},
     {FileKind::Gguf, "a GGUF model", "`gpumem llm` or `gpumem weights`"},
@@ -36,6 +36,7 @@ constexpr std::array<KindInfo, 10> kKinds{{
     {FileKind::PlanCsv, "a MiniMalloc CSV of buffers", "`gpumem plan`"},
     {FileKind::RequestTrace, "a request trace", "`gpumem serve-sim " GPUMEM_FLAG_REQUESTS "`"},
     {FileKind::OomMessage, "an out-of-memory message", "`gpumem explain-oom`"},
+    {FileKind::TracedStep, "a traced training step", "`gpumem train`"},
 }};
 
 const KindInfo* info(FileKind kind) {
@@ -47,6 +48,7 @@ bool mentions(std::string_view head, std::string_view key) { return head.find(ke
 
 // JSON files gpumem reads, told apart by the keys near their top.
 FileKind json_kind(std::string_view head) {
+  if (mentions(head, "\"gpumem-step\"")) return FileKind::TracedStep;
   if (mentions(head, "\"weight_map\"")) return FileKind::SafetensorsIndex;
   if (mentions(head, "\"arrival_s\"")) return FileKind::RequestTrace;
   if (mentions(head, "\"traceEvents\"") || mentions(head, "\"gpumem-history\"") ||

@@ -23,6 +23,7 @@ enum class FileKind {
   PlanCsv,           // MiniMalloc's id,lower,upper,size
   RequestTrace,      // serve-sim's arrival_s,prompt_tokens,output_tokens
   OomMessage,        // text with a PyTorch or CUDA out-of-memory message
+  TracedStep,        // a gpumem-step document (gpumem.torch.estimate's traced training step)
 };
 
 // From the first bytes of a file (4 KiB is plenty).

@@ -60,8 +60,14 @@ nlohmann::ordered_json batch_axis_json(const BatchAxis& axis) {
 std::string render_train_text(const TrainingStep& s, const train::DeviceMemory& d, const Verdict& verdict, int top) {
   std::string out;
   auto line = [&out](const std::string& l = {}) { out += l + "\n"; };
-  line(fmt::format("Training step {} (predicted)", s.model));
-  line(fmt::format("            {}", step_settings(s.options)));
+  if (!s.traced) {
+    line(fmt::format("Training step {} (predicted)", s.model));
+    line(fmt::format("            {}", step_settings(s.options)));
+  } else {
+    line(fmt::format("Training step {} (traced: {})", s.model, s.traced->with));
+    line(fmt::format("            {}, {}, device {}", s.traced->optimizer, s.traced->precision,
+                     to_string(s.options.device)));
+  }
   if (s.batch_axis.value > 0) {
     line(fmt::format("Batch       {}: {}", s.batch_axis.value, s.batch_axis.describe()));
   }
@@ -121,6 +127,8 @@ nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceM
   json doc;
   doc["schema_version"] = kTrainSchemaVersion;
   doc["model"] = s.model;
+  doc["source"] = s.traced ? "traced" : "predicted";
+  doc["traced_with"] = s.traced ? json(s.traced->with) : json(nullptr);
   doc["settings"] = {{"optimizer", to_string(o.optimizer)},
                      {"precision", to_string(o.precision)},
                      {"loss", to_string(o.loss)},
@@ -132,6 +140,14 @@ nlohmann::ordered_json train_to_json(const TrainingStep& s, const train::DeviceM
                      {"torch", o.torch ? json(o.torch->str()) : json(nullptr)},
                      {"allocator", d.allocator.empty() ? json(nullptr) : json(d.allocator)},
                      {"overhead_bytes", d.overhead}};
+  if (s.traced) {
+    // The step PyTorch ran: its optimizer and precision as the trace names
+    // them; what the trace does not state is null.
+    auto& settings = doc["settings"];
+    settings["optimizer"] = s.traced->optimizer;
+    settings["precision"] = s.traced->precision;
+    for (const char* unknown : {"loss", "frozen", "foreach", "torch"}) settings[unknown] = nullptr;
+  }
   doc["batch"] = s.batch_axis.value > 0 ? nlohmann::ordered_json(s.batch_axis.value) : nlohmann::ordered_json(nullptr);
   doc["batch_axis"] = batch_axis_json(s.batch_axis);
   doc["parameters"] = {

@@ -16,6 +16,7 @@
 #include "train/flops.h"
 #include "train/op_rules.h"
 #include "train/optimizer_rules.h"
+#include "train/step_summary.h"
 
 namespace gpumem::train {
 
@@ -697,38 +698,7 @@ class Simulator {
       a.free_time = release >= kForever ? end : std::min(release + 1, end);
       if (a.free_time <= a.alloc_time) a.free_time = a.alloc_time + 1;
     }
-    std::vector<int64_t> delta(static_cast<size_t>(end) + 1, 0);
-    for (const auto& a : out_.allocations) {
-      delta[static_cast<size_t>(a.alloc_time)] += static_cast<int64_t>(a.bytes);
-      delta[static_cast<size_t>(a.free_time)] -= static_cast<int64_t>(a.bytes);
-      out_.allocated_in_phase[static_cast<int>(a.phase)] += a.bytes;
-    }
-    int64_t live = 0;
-    for (int t = 0; t < end; ++t) {
-      live += delta[static_cast<size_t>(t)];
-      const Phase phase = phase_of_time_[static_cast<size_t>(t)];
-      out_.timeline.push_back({t, phase, op_of_time_[static_cast<size_t>(t)], static_cast<uint64_t>(live)});
-      auto& phase_peak = out_.peak_in_phase[static_cast<int>(phase)];
-      phase_peak = std::max(phase_peak, static_cast<uint64_t>(live));
-      if (static_cast<uint64_t>(live) > out_.peak_bytes) {
-        out_.peak_bytes = static_cast<uint64_t>(live);
-        out_.peak_time = t;
-      }
-    }
-    out_.peak_phase = phase_of_time_[static_cast<size_t>(out_.peak_time)];
-    out_.peak_op = op_of_time_[static_cast<size_t>(out_.peak_time)];
-    for (const auto& a : out_.allocations) {
-      if (a.alloc_time <= out_.peak_time && out_.peak_time < a.free_time) {
-        out_.breakdown[static_cast<int>(a.category)] += a.bytes;
-      }
-      const bool carried = a.category == Category::kWeights || a.category == Category::kOptimizerStates ||
-                           (a.category == Category::kGradients && !o_.grads_set_to_none);
-      if (carried && a.free_time == end) out_.steady_state_bytes += a.bytes;
-      if (a.category == Category::kWeights || a.category == Category::kGradients ||
-          a.category == Category::kOptimizerStates) {
-        if (a.free_time == end) out_.static_estimate_bytes += a.bytes;
-      }
-    }
+    summarize_step(out_, phase_of_time_, op_of_time_);
   }
 };
 
@@ -744,6 +714,44 @@ PricingOptions pricing_for(Precision p) {
 }
 
 }  // namespace
+
+void summarize_step(TrainingStep& step, const std::vector<Phase>& phase_of_time,
+                    const std::vector<std::string>& op_of_time) {
+  const int end = static_cast<int>(phase_of_time.size());
+  step.end_time = end;
+  std::vector<int64_t> delta(static_cast<size_t>(end) + 1, 0);
+  for (const auto& a : step.allocations) {
+    delta[static_cast<size_t>(a.alloc_time)] += static_cast<int64_t>(a.bytes);
+    delta[static_cast<size_t>(a.free_time)] -= static_cast<int64_t>(a.bytes);
+    step.allocated_in_phase[static_cast<int>(a.phase)] += a.bytes;
+  }
+  int64_t live = 0;
+  for (int t = 0; t < end; ++t) {
+    live += delta[static_cast<size_t>(t)];
+    const Phase phase = phase_of_time[static_cast<size_t>(t)];
+    step.timeline.push_back({t, phase, op_of_time[static_cast<size_t>(t)], static_cast<uint64_t>(live)});
+    auto& phase_peak = step.peak_in_phase[static_cast<int>(phase)];
+    phase_peak = std::max(phase_peak, static_cast<uint64_t>(live));
+    if (static_cast<uint64_t>(live) > step.peak_bytes) {
+      step.peak_bytes = static_cast<uint64_t>(live);
+      step.peak_time = t;
+    }
+  }
+  step.peak_phase = phase_of_time[static_cast<size_t>(step.peak_time)];
+  step.peak_op = op_of_time[static_cast<size_t>(step.peak_time)];
+  for (const auto& a : step.allocations) {
+    if (a.alloc_time <= step.peak_time && step.peak_time < a.free_time) {
+      step.breakdown[static_cast<int>(a.category)] += a.bytes;
+    }
+    const bool carried = a.category == Category::kWeights || a.category == Category::kOptimizerStates ||
+                         (a.category == Category::kGradients && !step.options.grads_set_to_none);
+    if (carried && a.free_time == end) step.steady_state_bytes += a.bytes;
+    if (a.category == Category::kWeights || a.category == Category::kGradients ||
+        a.category == Category::kOptimizerStates) {
+      if (a.free_time == end) step.static_estimate_bytes += a.bytes;
+    }
+  }
+}
 
 TrainingStep predict_training_step(const Model& model, const TrainOptions& options) {
   TrainingStep step;

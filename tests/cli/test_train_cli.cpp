@@ -126,4 +126,41 @@ TEST(CliTrain, MistakesAreOneLineErrorsOrWarnings) {
   EXPECT_NE(optimizer.err.find("gpumem: error: train: --optimizer"), std::string::npos) << optimizer.err;
 }
 
+// A step traced by gpumem.torch.estimate (tests/data/torch2: Llama with peft's
+// LoRA, transformers 5, torch 2.15, traced on fake tensors for the CPU).
+std::string traced_step() {
+  return std::string(GPUMEM_SOURCE_DIR) + "/tests/data/torch2/2.15.0/llama_lora.step.json.gz";
+}
+
+TEST(CliTrain, ReadsAStepTracedByPyTorchItself) {
+  const CliRun r = run("train " + traced_step());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Training step PeftModelForCausalLM (traced: torch 2.15.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("AdamW, fp32, device cpu"), std::string::npos) << r.out;
+  const CliRun j = run("train " + traced_step() + " --json --gpu 1MiB");
+  EXPECT_EQ(j.code, 3) << j.err;  // does not fit
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["source"], "traced");
+  EXPECT_EQ(doc["settings"]["optimizer"], "AdamW");
+  EXPECT_TRUE(doc["settings"]["loss"].is_null());
+  EXPECT_FALSE(doc["verdict"]["fits"].get<bool>());
+  // Every allocation names the module it was made in.
+  EXPECT_NE(r.out.find("(base_model.model.model.layers.1.mlp.up_proj: parameter)"), std::string::npos) << r.out;
+}
+
+TEST(CliTrain, RefusesToReshapeATracedStep) {
+  for (const char* flag : {"--batch 4", "--optimizer sgd", "--precision bf16", "--checkpoint model.layers.0"}) {
+    SCOPED_TRACE(flag);
+    const CliRun r = run("train " + traced_step() + " " + flag);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("does not apply for a traced step"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("gpumem.torch.estimate"), std::string::npos) << r.err;
+  }
+  const CliRun inspect = run("inspect " + traced_step());
+  EXPECT_EQ(inspect.code, 2);
+  EXPECT_NE(inspect.err.find("a traced training step, not an ONNX model: read it with `gpumem train`"),
+            std::string::npos)
+      << inspect.err;
+}
+
 }  // namespace

@@ -93,6 +93,7 @@ inline constexpr int kCategories = 6;
 struct Allocation {
   std::string tensor;  // what it holds: a tensor's name, "grad of X", "exp_avg of W"
   std::string op;      // the op that allocated it
+  std::string module;  // the module it ran in ("model.layers.0.mlp"), where known
   Phase phase = Phase::kForward;
   Category category = Category::kTransient;
   uint64_t bytes = 0;
@@ -114,6 +115,14 @@ struct TimelinePoint {
 
 struct TrainingStep {
   std::string model;  // the model's path, as given
+  // A step traced by running PyTorch itself (traced_step.h): what traced it
+  // ("torch 2.15.0, fake tensors") and its settings as the trace states them
+  // (the optimizer's class, the precision); none for a step predicted from a
+  // graph, whose settings are `options`.
+  struct Traced {
+    std::string with, optimizer, precision;
+  };
+  std::optional<Traced> traced;
   TrainOptions options;
   BatchAxis batch_axis;                 // which input axis is the batch, its size and why
   std::vector<Allocation> allocations;  // in allocation order (resident first)
