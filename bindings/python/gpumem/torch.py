@@ -35,6 +35,14 @@ class ExportError(gpumem.Error, RuntimeError):
         super().__init__(message, _cli.EXIT_BAD_INPUT)
 
 
+class TraceError(gpumem.Error, RuntimeError):
+    """The step could not run on fake tensors (it reads a tensor's values); the message names
+    where and what to give it."""
+
+    def __init__(self, message: str):
+        super().__init__(message, _cli.EXIT_BAD_INPUT)
+
+
 class CudaUnavailableError(gpumem.Error, RuntimeError):
     """A CUDA-only function was called where PyTorch has no CUDA device."""
 
@@ -159,7 +167,7 @@ def export_folder() -> str:
     return os.path.join(cache, "gpumem", "exports")
 
 
-def _keep_export(data: bytes, name: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
+def _keep_export(data: bytes, name: str, suffix: str = ".onnx") -> tuple[str, tempfile.TemporaryDirectory | None]:
     """Writes an export where a result's command_line can read it again later, named by its
     content (the same module and shapes: the same file); a temporary folder when that
     folder cannot be written."""
@@ -167,7 +175,7 @@ def _keep_export(data: bytes, name: str) -> tuple[str, tempfile.TemporaryDirecto
     folder = export_folder()
     try:
         os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"{name}-{digest}.onnx")
+        path = os.path.join(folder, f"{name}-{digest}{suffix}")
         if not os.path.exists(path):
             fd, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
             with os.fdopen(fd, "wb") as f:
@@ -176,7 +184,7 @@ def _keep_export(data: bytes, name: str) -> tuple[str, tempfile.TemporaryDirecto
         return path, None
     except OSError:
         temporary = tempfile.TemporaryDirectory(prefix="gpumem-export-")
-        path = os.path.join(temporary.name, f"{name}.onnx")
+        path = os.path.join(temporary.name, f"{name}{suffix}")
         with open(path, "wb") as f:
             f.write(data)
         return path, temporary
@@ -288,22 +296,99 @@ def _step_flags(model, example, optimizer, precision, frozen, device, flags) -> 
     return export, flags
 
 
-def estimate(model: torch.nn.Module, example_inputs: Any, optimizer: Any = None, precision: str | None = None,
-             frozen: Any = None, device: str | None = None, **flags) -> gpumem.Result:
-    """One training step of MODEL on EXAMPLE_INPUTS, as `gpumem train` predicts it.
+def _traces() -> bool:
+    """Whether this torch runs a step on fake tensors (2.1 and newer); 1.13 exports."""
+    major, minor = (int(x) for x in re.findall(r"\d+", torch.__version__)[:2])
+    return (major, minor) >= (2, 1)
 
-    optimizer: a torch.optim instance or class, or gpumem's name ("adamw");
-    precision: fp32 | amp-fp16 | amp-bf16 | bf16; frozen: a regular
-    expression or parameter names (default: those with requires_grad False);
-    device: cuda | cpu (default cuda, as `gpumem train`; the result's settings.device says
-    which). Other
-    keywords are `gpumem train`'s flags (batch=64 rebinds the batch,
-    checkpoint=["layer3"], allocator=..., top=...).
+
+# The flags of `gpumem train` that a traced step takes: what surrounds the step
+# (the GPU, the allocator, the overhead) and how the report is shown. The rest
+# describe the step, which a traced step is already.
+_TRACED_STEP_FLAGS = {"gpu", "allocator", "overhead", "top", "html", "trace"}
+
+
+def estimate(model: torch.nn.Module, example_inputs: Any = None, optimizer: Any = None, precision: str | None = None,
+             frozen: Any = None, device: str | None = None, *, labels: Any = None, loss: Any = None,
+             method: str | None = None, keep_output: bool = False, **flags) -> gpumem.Result:
+    """One training step of MODEL on EXAMPLE_INPUTS: what it allocates, what it needs on the device.
+
+    example_inputs: a tensor, a tuple of tensors (positional arguments), or a dict of
+    keyword arguments (a transformers model: dict(input_ids=ids, labels=ids)).
+    optimizer: a torch.optim instance or class, or a name ("adamw"); precision:
+    fp32 | amp-fp16 | amp-bf16 | bf16; frozen: a regular expression or parameter
+    names (default: those with requires_grad False); device: cuda | cpu (default
+    cuda); labels / loss: class indices for cross-entropy, or a callable
+    loss(output, labels) (default: the output's .loss, else cross-entropy).
+
+    method "trace" (torch 2.1 and newer, the default there) runs PyTorch's own
+    step on fake tensors: the model's forward as written (checkpointing, LoRA,
+    SDPA), autograd's backward and the optimizer's step, with no compute and no
+    export. The model may live on the meta device. The model's output is dropped
+    before backward, as transformers' Trainer does; keep_output=True holds it
+    (and its logits) through backward, as a loop that keeps `outputs` does.
+    Keywords: `gpumem train`'s gpu=, allocator=, overhead=, top=, html=, trace=.
+    method "export" (torch 1.13's only one) exports the module to ONNX in
+    training mode and predicts the step from the graph; its keywords are all of
+    `gpumem train`'s flags (batch=64, checkpoint=["layer3"], ...).
     """
-    export, flags = _step_flags(model, example_inputs, optimizer, precision, frozen, device, flags)
-    args = _cli.build_args("train", [export.path], flags, "torch.estimate")
+    method = method or ("trace" if _traces() else "export")
+    if method == "export":
+        if isinstance(example_inputs, dict) or labels is not None or loss is not None or keep_output:
+            raise TypeError("method='export' takes positional example inputs and prices cross-entropy on the first "
+                            "output; labels=, loss=, keep_output= and keyword inputs need method='trace' (torch 2.1 "
+                            "or newer)")
+        export, flags = _step_flags(model, example_inputs, optimizer, precision, frozen, device, flags)
+        args = _cli.build_args("train", [export.path], flags, "torch.estimate")
+        code, out, err = _cli.run(args + ["--json"], accept=(0, _cli.EXIT_DOES_NOT_FIT))
+        return _result.parse(out, "train", args, err, code, keep=export)
+    if method != "trace":
+        raise ValueError(f"method={method!r}: 'trace' (fake tensors, torch 2.1+) or 'export' (ONNX)")
+    if not _traces():
+        raise TypeError(f"method='trace' runs the step on fake tensors, which torch {torch.__version__} lacks "
+                        "(2.1 or newer); method='export' works here")
+    refused = sorted(set(flags) - _TRACED_STEP_FLAGS)
+    if refused:
+        raise TypeError(f"{refused[0]}= does not apply to a traced step: it runs the model as given; change the "
+                        f"model or its inputs (keywords here: {', '.join(sorted(_TRACED_STEP_FLAGS))})")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"expected a torch.nn.Module, not {type(model).__name__}")
+    from . import _fake_step
+    if isinstance(example_inputs, dict):
+        args_, kwargs_ = (), dict(example_inputs)
+    elif example_inputs is None:
+        raise TypeError("example_inputs: the tensors forward() takes (a tensor, a tuple, or a dict of keywords)")
+    else:
+        args_, kwargs_ = _as_tuple(example_inputs), {}
+    precision = precision or "fp32"
+    if precision not in ("fp32", "amp-fp16", "amp-bf16", "bf16"):
+        raise ValueError(f"precision={precision!r}: fp32, amp-fp16, amp-bf16 or bf16")
+    device = device or "cuda"
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"device={device!r}: cuda or cpu")
+    try:
+        doc = _fake_step.trace_step(model, args_, kwargs_, optimizer="adamw" if optimizer is None else optimizer,
+                                    loss=loss, labels=labels, device=device, precision=precision,
+                                    frozen=_frozen_names(model, frozen), keep_output=keep_output)
+    except _fake_step.Untraceable as e:
+        raise TraceError(str(e)) from None
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    path, folder = _keep_export(data, type(model).__name__, ".step.json")
+    args = _cli.build_args("train", [path], flags, "torch.estimate")
     code, out, err = _cli.run(args + ["--json"], accept=(0, _cli.EXIT_DOES_NOT_FIT))
-    return _result.parse(out, "train", args, err, code, keep=export)
+    return _result.parse(out, "train", args, err, code, keep=folder)
+
+
+def _frozen_names(model: torch.nn.Module, frozen: Any) -> set[str]:
+    """The parameters a traced step leaves without gradients: those matching FROZEN
+    (a regular expression or names), or by default those with requires_grad False."""
+    names = [n for n, _ in model.named_parameters()]
+    if frozen is None:
+        return {n for n, p in model.named_parameters() if not p.requires_grad}
+    if isinstance(frozen, str):
+        pattern = re.compile(frozen)
+        return {n for n in names if pattern.search(n)}
+    return set(frozen)
 
 
 def fit(model: torch.nn.Module, example_inputs: Any, gpu: Any, optimizer: Any = None, precision: str | None = None,
