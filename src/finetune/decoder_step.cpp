@@ -334,7 +334,23 @@ class Builder {
     return op("Mul", path + "/mul", {t, -1}, act(dims));
   }
 
-  int attention(const std::string& lp, const std::string& mp, int xn, bool trainable) {
+  // Whether grouped keys and values are copied out to every head first.
+  // Eager attention always does (repeat_kv). Under SDPA, transformers hands
+  // the grouped tensors to the kernel (enable_gqa=True) from torch 2.5 when
+  // there is no mask to apply (a causal batch without padding, as fine-tuning
+  // batches are when the collator pads nothing: transformers drops an
+  // all-ones mask): sdpa_attention.py's use_gqa_in_sdpa. A sliding window
+  // shorter than the sequence is a mask, so those layers copy. Measured on
+  // the torch 2.10 and 2.15 recordings (tests/data/torch2): the copies were
+  // +2.35% on Llama's step, and Gemma 3's windowed layers make them.
+  bool repeats_kv(bool masked) const {
+    if (o_.attention == Attention::kEager || masked) return true;
+    return o_.train.torch && o_.train.torch->before(2, 5);
+  }
+
+  // `masked`: the layer's sliding window is shorter than the sequence, so
+  // SDPA gets an explicit mask.
+  int attention(const std::string& lp, const std::string& mp, int xn, bool trainable, bool masked) {
     const uint64_t E = m_.n_embd, H = m_.n_head, K = std::max<uint32_t>(1, m_.n_head_kv);
     const bool bias = family_->qkv_bias;
     const std::string ap = lp + "/self_attn", am = mp + ".self_attn";
@@ -360,7 +376,16 @@ class Builder {
     int vt = view(ap + "/v_heads", v, {b_, K, s_, hd_});
     const int qr = rope(ap + "/rope_q", qt, H);
     int kr = rope(ap + "/rope_k", kt, K);
-    if (K != H) {
+    if (fused() && !o_.checkpointing) {
+      // transformers builds a DynamicCache whenever use_cache is on (its
+      // default; gradient checkpointing turns it off), and cache.update
+      // concatenates the new keys and values into it: attention reads the
+      // copies. For separate projections the copy only replaces a tensor of
+      // the same size; for Phi-3's fused qkv_proj, v no longer keeps the
+      // whole qkv output alive (the torch 2.x recordings: phi3).
+      vt = op("clone", ap + "/cache_update_v", {vt}, act({b_, K, s_, hd_}));
+    }
+    if (K != H && repeats_kv(masked)) {
       // repeat_kv: expand, then reshape copies.
       kr = op("clone", ap + "/repeat_kv_k", {kr}, act({b_, H, s_, hd_}));
       vt = op("clone", ap + "/repeat_kv_v", {vt}, act({b_, H, s_, hd_}));
@@ -379,7 +404,16 @@ class Builder {
     } else {
       ctx = op("sdpa", ap + "/sdpa", {qr, kr, vt}, act({b_, H, s_, hd_}));
     }
-    const int merged = op("clone", ap + "/transpose_contiguous", {ctx}, act({b_, s_, H * hd_}));
+    // attn_output.transpose(1, 2).contiguous(): a copy after eager attention,
+    // whose matmul writes [b, heads, s, hd]. SDPA's kernels write their output
+    // in the query's layout: the rotary embedding's elementwise ops keep the
+    // projection's [b, s, heads, hd] layout, so the transpose is contiguous
+    // again and nothing is copied; Phi-3's rotary concatenates the rotated and
+    // the passed-through parts (torch.cat: [b, heads, s, hd]), so it copies
+    // (the torch 2.x recordings, llama against phi3).
+    const int merged = o_.attention == Attention::kEager || fused()
+                           ? op("clone", ap + "/transpose_contiguous", {ctx}, act({b_, s_, H * hd_}))
+                           : view(ap + "/transpose_contiguous", ctx, {b_, s_, H * hd_});
     return linear(am + ".o_proj", ap + "/o_proj", "o", merged, tokens_, H * hd_, E, trainable);
   }
 
@@ -444,7 +478,7 @@ class Builder {
     out_.layer_modules.push_back(mp);
     const bool t = trainable_layer(i);
     int xn = rms_norm(lp + "/input_layernorm", mp + ".input_layernorm.weight", h, t);
-    int a = attention(lp, mp, xn, t);
+    int a = attention(lp, mp, xn, t, m_.layer_is_windowed(i) && m_.sliding_window < s_);
     const bool four = four_norms();
     if (four) a = rms_norm(lp + "/post_attention_layernorm", mp + ".post_attention_layernorm.weight", a, t);
     h = op("Add", lp + "/residual_attn", {h, a}, act({b_, s_, m_.n_embd}));

@@ -10,7 +10,10 @@ namespace {
 
 // torch.autocast's lower-precision ops (matmul, linear, bmm, conv...),
 // and its fp32 ops: aten/src/ATen/autocast_mode.cpp, CUDA and CPU lists.
-const std::set<std::string, std::less<>> kLowerPrecision = {"linear", "MatMul", "convolution", "Gemm"};
+// scaled_dot_product_attention is in both lists since torch 2.1 (KERNEL_CUDA and
+// KERNEL_CPU(scaled_dot_product_attention, lower_precision_fp)): q, k and v are
+// cast and the output is low (the torch 2.x recordings, tests/data/torch2).
+const std::set<std::string, std::less<>> kLowerPrecision = {"linear", "MatMul", "convolution", "Gemm", "sdpa"};
 const std::set<std::string, std::less<>> kFp32Cuda = {"layer_norm", "Softmax",   "LogSoftmax", "Exp",      "Log",
                                                       "Pow",        "ReduceSum", "ReduceMean", "nll_loss", "mse_loss"};
 const std::set<std::string, std::less<>> kFp32Cpu = {"layer_norm", "nll_loss", "mse_loss"};
