@@ -6,7 +6,7 @@ release and half (tests/data/torch2/SPLIT.md).
 
     python3 tools/finetune_vs_torch2.py [--gpumem build/gpumem] [--cases]
 
-A case finetune cannot express (LoRA on lm_head) is listed as such.
+A case finetune cannot express is listed as such.
 """
 
 import argparse
@@ -31,7 +31,7 @@ VARIANT_FLAGS = {
     "ckpt_reentrant": ["--checkpoint", "layers"],
     "bf16": ["--precision", "amp-bf16"],
     "lora": ["--method", "lora", "--lora-r", "8", "--lora-targets", "q,v"],
-    "lora_head": None,  # LoRA on lm_head: no flag says it
+    "lora_head": ["--method", "lora", "--lora-r", "8", "--lora-targets", "q,v,head"],
 }
 
 

@@ -44,7 +44,9 @@ Action add_finetune_command(CLI::App& app) {
       ->check(CLI::IsMember({"full", "freeze", "lora", "qlora"}));
   cmd->add_option("--lora-r", args->lora_r, "LoRA rank (default 16)")->check(kPositiveInteger);
   add_list_option(*cmd, "--lora-targets", args->targets,
-                  "Linear layers with adapters: q, k, v, o, gate, up, down (default all seven)", "NAME");
+                  "Layers with adapters: q, k, v, o, gate, up, down, head (lm_head), embed (the token embeddings) "
+                  "(default the seven linear layers of each block)",
+                  "NAME");
   cmd->add_option("--lora-dropout", args->lora_dropout, "LoRA dropout probability (default 0: no mask kept)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--quant", args->quant, "qlora: the frozen base weights' format: nf4 | nf4-dq | int8 (default nf4)")

@@ -27,7 +27,11 @@ const std::map<std::string, train::Optimizer>& optimizers() {
                                                                 // same 8-bit states; paged ones stay on the GPU until
                                                                 // memory runs short.
                                                                 {"adamw8bit", train::Optimizer::kAdam8bit},
-                                                                {"paged-adamw8bit", train::Optimizer::kAdam8bit}};
+                                                                {"paged-adamw8bit", train::Optimizer::kAdam8bit},
+                                                                // Their 32-bit AdamW, paged or not: fp32 states.
+                                                                {"adamw32bit", train::Optimizer::kAdamW32bit},
+                                                                {"paged-adamw", train::Optimizer::kAdamW32bit},
+                                                                {"paged-adamw32bit", train::Optimizer::kAdamW32bit}};
   return names;
 }
 
@@ -49,9 +53,10 @@ std::vector<std::string> keys(const Map& map) {
 }  // namespace
 
 void add_step_flags(CLI::App& cmd, StepFlags& flags, bool precision_auto) {
-  cmd.add_option("--optimizer", flags.optimizer,
-                 "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit | adamw8bit | paged-adamw8bit (the 8-bit "
-                 "ones: bitsandbytes' states) (default adamw)")
+  cmd.add_option(
+         "--optimizer", flags.optimizer,
+         "sgd | sgd-momentum | adam | adamw | adafactor | adam8bit | adamw8bit | paged-adamw8bit | adamw32bit | "
+         "paged-adamw | paged-adamw32bit (the last six: bitsandbytes' optimizers) (default adamw)")
       ->check(CLI::IsMember(keys(optimizers())));
   auto precision_names = keys(precisions());
   if (precision_auto) precision_names.push_back("auto");

@@ -62,6 +62,7 @@ class Builder {
     const int ids = input("input_ids", tokens_ * 8, DType::Int64, {static_cast<int64_t>(b_), static_cast<int64_t>(s_)});
     const int embed = param("model.embed_tokens.weight", {V, E}, trainable_embeddings());
     int h = op("Gather", "/model/embed_tokens/embedding", {embed, ids}, act({b_, s_, E}));
+    if (targeted("embed")) h = embedding_adapter(ids, h);
     if (gemma) h = op("Mul", "/model/normalizer", {h, -1}, act({b_, s_, E}));
     if (hook_input_grads()) hooked_ = h;
     rotary_tables();
@@ -72,6 +73,9 @@ class Builder {
     h = rms_norm("/model/norm", "model.norm.weight", h, trainable_head());
     const int head = m_.tied_embeddings ? embed : param("lm_head.weight", {V, E}, trainable_head());
     int logits = op("linear", "/lm_head/linear", {h, head}, act({b_ * s_, V}));
+    // LoRA on lm_head (peft's target_modules=["lm_head", ...]): an adapter
+    // beside a frozen head, tied or not; its B output is logits-sized.
+    if (targeted("head")) logits = adapter("lm_head", "/lm_head", h, logits, b_ * s_, E, V);
     if (softcapping()) logits = softcap("/final_logit_softcapping", logits, {b_ * s_, V});
     // The forward computes the loss and returns the logits beside it: they
     // live until the loss is done (a Trainer's compute_loss drops them
@@ -141,10 +145,11 @@ class Builder {
     if (m_.n_ctx_train != 0 && o_.seq > m_.n_ctx_train)
       throw InputError(fmt::format(GPUMEM_FLAG_CONTEXT " {}: past max_position_embeddings {} of {}", o_.seq,
                                    m_.n_ctx_train, m_.source));
-    static const std::set<std::string, std::less<>> known = {"q", "k", "v", "o", "gate", "up", "down"};
+    static const std::set<std::string, std::less<>> known = {"q", "k", "v", "o", "gate", "up", "down", "head", "embed"};
     for (const auto& t : o_.lora_targets) {
       if (!known.count(t))
-        throw InputError(fmt::format(GPUMEM_FLAG_LORA_TARGETS ": '{}' is not one of q, k, v, o, gate, up, down", t));
+        throw InputError(
+            fmt::format(GPUMEM_FLAG_LORA_TARGETS ": '{}' is not one of q, k, v, o, gate, up, down, head, embed", t));
     }
   }
 
@@ -300,8 +305,15 @@ class Builder {
       y = op("linear", path + "/linear", inputs, act({rows_in, out}));
     }
     if (!adapted) return y;
-    // peft keeps the adapters in fp32 (autocast_adapter_dtype): a bf16
-    // input is cast up for them, the sum comes out fp32 and is cast back.
+    return adapter(module, path, x, y, rows_in, in, out);
+  }
+
+  // peft's LoRA beside a linear layer whose output is y:
+  // y + lora_B(lora_A(dropout(x))) * scaling. peft keeps the adapters in fp32
+  // (autocast_adapter_dtype): a bf16 input is cast up for them, the sum comes
+  // out fp32 and is cast back.
+  int adapter(const std::string& module, const std::string& path, int x, int y, uint64_t rows_in, uint64_t in,
+              uint64_t out) {
     const uint64_t r = o_.lora_r;
     const DType f32 = DType::Float;
     int xd = x;
@@ -314,6 +326,21 @@ class Builder {
     const int scaled = op("Mul", path + "/lora_scaling", {hb, -1}, act({rows_in, out}, f32));
     const int sum = op("Add", path + "/lora_add", {y, scaled}, act({rows_in, out}, f32));
     return adt_ == f32 ? sum : op("Cast", path + "/lora_result_to", {sum}, act({rows_in, out}));
+  }
+
+  // peft's LoRA Embedding: F.embedding(ids, lora_embedding_A.T) @ lora_embedding_B.T
+  // * scaling added to the embedding's output (no dropout: peft applies none here).
+  int embedding_adapter(int ids, int h) {
+    const uint64_t r = o_.lora_r, V = m_.n_vocab, E = m_.n_embd;
+    const DType f32 = DType::Float;
+    const std::string path = "/model/embed_tokens";
+    const int a = param("model.embed_tokens.lora_embedding_A.default", {r, V}, true, f32);
+    const int bw = param("model.embed_tokens.lora_embedding_B.default", {E, r}, true, f32);
+    const int ha = op("Gather", path + "/lora_embedding_A", {a, ids}, act({b_, s_, r}, f32));
+    const int hb = op("linear", path + "/lora_embedding_B", {ha, bw}, act({b_ * s_, E}, f32));
+    const int scaled = op("Mul", path + "/lora_scaling", {hb, -1}, act({b_ * s_, E}, f32));
+    const int sum = op("Add", path + "/lora_add", {h, scaled}, act({b_, s_, E}, f32));
+    return adt_ == f32 ? sum : op("Cast", path + "/lora_result_to", {sum}, act({b_, s_, E}));
   }
 
   // rotate_half and q * cos + rotate_half(q) * sin on [b, heads, s, d].

@@ -178,7 +178,8 @@ FinetunePlan plan_finetune(const llm::LlmModel& model, const FinetuneOptions& op
        }},
       {GPUMEM_FLAG_OPTIMIZER " adam8bit", "8-bit optimizer states (bitsandbytes)",
        [](FinetuneOptions& o) {
-         if (o.train.optimizer != train::Optimizer::kAdamW && o.train.optimizer != train::Optimizer::kAdam)
+         if (o.train.optimizer != train::Optimizer::kAdamW && o.train.optimizer != train::Optimizer::kAdam &&
+             o.train.optimizer != train::Optimizer::kAdamW32bit)
            return false;
          o.train.optimizer = train::Optimizer::kAdam8bit;
          return true;

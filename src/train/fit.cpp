@@ -267,7 +267,8 @@ FitResult fit_at(const std::string& path, const FitRequest& request, std::option
           [](TrainOptions& o) { o.precision = Precision::kAmpBf16; });
   }
   if (may(Lever::kOptimizer) &&
-      (current.options.optimizer == Optimizer::kAdam || current.options.optimizer == Optimizer::kAdamW)) {
+      (current.options.optimizer == Optimizer::kAdam || current.options.optimizer == Optimizer::kAdamW ||
+       current.options.optimizer == Optimizer::kAdamW32bit)) {
     apply(GPUMEM_FLAG_OPTIMIZER " adam8bit", "bitsandbytes' 8-bit Adam: states quantised blockwise",
           [](TrainOptions& o) { o.optimizer = Optimizer::kAdam8bit; });
   }

@@ -38,6 +38,12 @@ std::vector<StateTensor> optimizer_states(Optimizer optimizer, const Value& para
       const uint64_t absmax = (elements + k8bitBlock - 1) / k8bitBlock * 4;
       return {{"state1 (uint8)", elements}, {"absmax1", absmax}, {"state2 (uint8)", elements}, {"absmax2", absmax}};
     }
+    case Optimizer::kAdamW32bit:
+      // bitsandbytes Optimizer2State.init_state with optim_bits 32: state1 and
+      // state2 in fp32 like the parameter, and a float32 step count on the
+      // host (not a tensor). Its CUDA kernel updates in place: no temporaries
+      // (for_loop_ and foreach_temporary_bytes give none).
+      return {{"state1", elements * 4}, {"state2", elements * 4}};
   }
   return {};
 }

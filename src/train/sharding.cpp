@@ -49,7 +49,8 @@ ModelStates model_states(Optimizer optimizer, Precision precision) {
     case Optimizer::kSgd: m.optimizer_state_bytes_per_parameter = 0; break;
     case Optimizer::kSgdMomentum: m.optimizer_state_bytes_per_parameter = 4; break;
     case Optimizer::kAdam:
-    case Optimizer::kAdamW: m.optimizer_state_bytes_per_parameter = 8; break;
+    case Optimizer::kAdamW:
+    case Optimizer::kAdamW32bit: m.optimizer_state_bytes_per_parameter = 8; break;
     // Two one-byte moments (bitsandbytes; absmax per 256 values left out).
     case Optimizer::kAdam8bit: m.optimizer_state_bytes_per_parameter = 2; break;
     // Factored second moment: rows + columns per matrix, not per parameter.

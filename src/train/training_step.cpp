@@ -28,6 +28,7 @@ const char* to_string(Optimizer o) {
     case Optimizer::kAdamW: return "adamw";
     case Optimizer::kAdafactor: return "adafactor";
     case Optimizer::kAdam8bit: return "adam8bit";
+    case Optimizer::kAdamW32bit: return "adamw32bit";
   }
   return "?";
 }

@@ -49,6 +49,50 @@ TEST(Finetune, LoraTrainsWhatPeftCounts) {
   EXPECT_EQ(l2.total_parameters, 6742609920u);
 }
 
+TEST(Finetune, AdaptersOnTheHeadAndTheEmbeddings) {
+  // peft's LoRA on lm_head (a Linear: A [r, hidden], B [vocab, r]) and on
+  // embed_tokens (an Embedding: lora_embedding_A [r, vocab], B [hidden, r]):
+  // r x (hidden + vocab) each. Llama-2 7B, r 8: 8 x (4,096 + 32,000).
+  FinetuneOptions o;
+  o.seq = 256;
+  o.lora_r = 8;
+  o.lora_targets = {"q", "v"};
+  const llm::LlmModel model = config("llama-2-7b");
+  const FinetuneStep base = predict_finetune(model, o);
+  o.lora_targets = {"q", "v", "head"};
+  const FinetuneStep head = predict_finetune(model, o);
+  EXPECT_EQ(head.trainable_parameters - base.trainable_parameters, 8u * (4096 + 32000));
+  EXPECT_EQ(head.total_parameters - base.total_parameters, 8u * (4096 + 32000));
+  // The adapter's B output and the sum are logits-sized, in fp32.
+  const int forward = static_cast<int>(Phase::kForward);
+  EXPECT_GE(head.step.allocated_in_phase[forward], base.step.allocated_in_phase[forward] + 2 * 256ull * 32000 * 4);
+  o.lora_targets = {"q", "v", "embed"};
+  const FinetuneStep embed = predict_finetune(model, o);
+  EXPECT_EQ(embed.trainable_parameters - base.trainable_parameters, 8u * (4096 + 32000));
+  o.lora_targets = {"q", "lm_head"};
+  EXPECT_THROW(predict_finetune(model, o), InputError);
+}
+
+TEST(Finetune, BitsandbytesAdamW32bitKeepsTorchsStatesWithoutTemporaries) {
+  // bitsandbytes' AdamW32bit / PagedAdamW / PagedAdamW32bit: state1 and
+  // state2 in fp32, updated in place by one kernel per parameter.
+  FinetuneOptions o;
+  o.seq = 256;
+  o.train.optimizer = Optimizer::kAdamW;
+  o.train.foreach = false;
+  const llm::LlmModel model = config("llama-2-7b");
+  const FinetuneStep torch_adamw = predict_finetune(model, o);
+  o.train.optimizer = Optimizer::kAdamW32bit;
+  const FinetuneStep bnb = predict_finetune(model, o);
+  // The same moments; torch adds a 4-byte step tensor per parameter.
+  const int states = static_cast<int>(Category::kOptimizerStates);
+  const uint64_t steps = torch_adamw.step.breakdown[states] - bnb.step.breakdown[states];
+  EXPECT_EQ(steps % 4, 0u);
+  EXPECT_LT(steps / 4, 1000u);
+  EXPECT_EQ(bnb.step.allocated_in_phase[static_cast<int>(Phase::kOptimizer)], 0u);
+  EXPECT_GT(torch_adamw.step.allocated_in_phase[static_cast<int>(Phase::kOptimizer)], 0u);
+}
+
 TEST(Finetune, EachFamilysOwnPieces) {
   // Qwen3 14B: q and k norms per head; its checkpoint's 29,536,614,400
   // bytes of bf16 are 14,768,307,200 parameters, plus the adapters.

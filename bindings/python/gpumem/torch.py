@@ -218,10 +218,12 @@ def _optimizer_name(optimizer: Any) -> tuple[str | None, dict]:
     cls = optimizer if isinstance(optimizer, type) else type(optimizer)
     name = cls.__name__.lower()
     names = {"sgd": "sgd", "adam": "adam", "adamw": "adamw", "adafactor": "adafactor", "adam8bit": "adam8bit",
-             "adamw8bit": "adamw8bit", "pagedadamw8bit": "paged-adamw8bit"}
+             "adamw8bit": "adamw8bit", "pagedadamw8bit": "paged-adamw8bit", "adamw32bit": "adamw32bit",
+             "pagedadamw": "paged-adamw", "pagedadamw32bit": "paged-adamw32bit"}
     if name not in names:
         raise ValueError(f"gpumem has no memory model for optimizer {cls.__name__}: pass optimizer= one of "
-                         "sgd, sgd-momentum, adam, adamw, adafactor, adam8bit, adamw8bit, paged-adamw8bit")
+                         "sgd, sgd-momentum, adam, adamw, adafactor, adam8bit, adamw8bit, paged-adamw8bit, "
+                         "adamw32bit, paged-adamw, paged-adamw32bit")
     chosen = names[name]
     extra = {}
     if not isinstance(optimizer, type):

@@ -31,7 +31,7 @@ struct FinetuneOptions {
   uint32_t lora_r = 16;
   double lora_dropout = 0.0;  // peft's default; > 0 keeps a mask per adapted input
   // Which linear layers get adapters, by their Hugging Face short names:
-  // q, k, v, o, gate, up, down.
+  // q, k, v, o, gate, up, down; head (lm_head) and embed (embed_tokens).
   std::vector<std::string> lora_targets = {"q", "k", "v", "o", "gate", "up", "down"};
   BaseQuant quant = BaseQuant::kNf4;  // QLoRA's frozen base weights
   uint64_t seq = 2048;

@@ -16,7 +16,9 @@
 
 namespace gpumem::train {
 
-enum class Optimizer : std::uint8_t { kSgd, kSgdMomentum, kAdam, kAdamW, kAdafactor, kAdam8bit };
+// kAdamW32bit: bitsandbytes' 32-bit AdamW (AdamW32bit, PagedAdamW,
+// PagedAdamW32bit): torch's fp32 states, one fused kernel per parameter.
+enum class Optimizer : std::uint8_t { kSgd, kSgdMomentum, kAdam, kAdamW, kAdafactor, kAdam8bit, kAdamW32bit };
 enum class Precision : std::uint8_t { kFp32, kAmpFp16, kAmpBf16, kBf16 };
 enum class Loss : std::uint8_t { kCrossEntropy, kMse, kNone };
 enum class Device : std::uint8_t { kCuda, kCpu };
