@@ -69,7 +69,8 @@ class Builder {
     std::vector<bool> done(g_.nodes.size(), false);
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
       if (done[n] || folded(g_.nodes[n])) continue;
-      if (!(fuse_gelu(n, done) || fuse_layer_norm(n, done) || fuse_linear(n, done))) plain(n);
+      if (!(fuse_gelu(n, done) || fuse_gated(n, done) || fuse_layer_norm(n, done) || fuse_linear(n, done)))
+        plain(n);
       done[n] = true;
     }
     out_.graph_outputs = g_.outputs;
@@ -187,6 +188,28 @@ class Builder {
     if (!half || node(*half).op_type != "Mul" || !activation_with_weight(node(*half))) return false;
     for (int k : {*erf, *add, *mul, *half}) done[static_cast<size_t>(k)] = true;
     emit("gelu", div, {*x}, {node(*half).outputs[0]});
+    return true;
+  }
+
+  // x * gate(x) where the gate's output feeds only that Mul: SiLU exported as
+  // Sigmoid then Mul (every opset torch 1.13 writes), Hardswish before opset
+  // 14 as HardSigmoid then Mul. PyTorch runs nn.SiLU and nn.Hardswish as one
+  // kernel that keeps only its input for backward; taken apart, the gate's
+  // output would be kept too (efficientnet_b0 was +23%, issue 47). A Sigmoid
+  // whose output is used elsewhere (a squeeze-excitation scale) is left.
+  bool fuse_gated(size_t n, std::vector<bool>& done) {
+    const Node& gate = node(static_cast<int>(n));
+    const char* kind = gate.op_type == "Sigmoid" ? "silu" : gate.op_type == "HardSigmoid" ? "HardSwish" : nullptr;
+    if (kind == nullptr || gate.inputs.empty() || gate.outputs.empty()) return false;
+    const int x = gate.inputs[0];
+    if (x < 0 || is_weight(x)) return false;
+    const auto mul = only_reader(gate.outputs[0]);
+    if (!mul || node(*mul).op_type != "Mul") return false;
+    const auto& mi = node(*mul).inputs;
+    if (mi.size() != 2 || !((mi[0] == x && mi[1] == gate.outputs[0]) || (mi[1] == x && mi[0] == gate.outputs[0])))
+      return false;
+    done[static_cast<size_t>(*mul)] = true;
+    emit(kind, gate, {x}, {node(*mul).outputs[0]});
     return true;
   }
 
