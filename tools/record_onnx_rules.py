@@ -10,8 +10,14 @@ training-mode graphs `gpumem train` reads. Each case writes, under
 tests/data/onnx_rules/: CASE.onnx (graph only: initializer data erased,
 dims kept) and CASE.facts.json (the recorded peak, by
 tools/record_torch2.py's record_step, and the `gpumem train` flags of the
-same step). These cases were recorded after the rules they check were
-written from the issue's diagnosis; none was tuned on.
+same step). How each case was used (facts "half"): the SiLU and
+Hardswish cases were recorded after their rule was written from the issue's
+diagnosis; the UNet and the first GRU were recorded first and the
+ConvTranspose, Resize, per-pixel loss and GRU rules written from them;
+gru_wide (tuning) then fixed the GRU's backward; gru_bidirectional is the
+test case: it was looked at after that fix (+6.94%), and the rule's
+directions were then made to run one after the other as RNN.cpp runs them
+(+1.36%). lstm_lm has no rule yet (oneDNN's workspace).
 """
 
 import io
@@ -54,25 +60,91 @@ def gated_cnn(act):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
 
 
+class SmallUNet(nn.Module):
+    """Down with a strided convolution, up with a transposed one and with
+    nn.Upsample (ONNX Resize), a skip connection, per-pixel class scores."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self.enc1 = conv_block(3, 32, nn.ReLU)
+        self.enc2 = conv_block(32, 64, nn.ReLU, 2)
+        self.enc3 = conv_block(64, 128, nn.ReLU, 2)
+        self.up3 = nn.ConvTranspose2d(128, 64, 2, stride=2)
+        self.dec2 = conv_block(128, 64, nn.ReLU)
+        self.up2 = nn.Upsample(scale_factor=2, mode=mode)
+        self.dec1 = conv_block(96, 32, nn.ReLU)
+        self.head = nn.Conv2d(32, 4, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(e1)
+        d2 = self.dec2(torch.cat([self.up3(self.enc3(e2)), e2], 1))
+        return self.head(self.dec1(torch.cat([self.up2(d2), e1], 1)))
+
+
+class RecurrentLM(nn.Module):
+    def __init__(self, cell, hidden=256, layers=2, vocab=1000, bidirectional=False):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, 128)
+        self.rnn = cell(128, hidden, num_layers=layers, batch_first=True, bidirectional=bidirectional)
+        self.head = nn.Linear(hidden * (2 if bidirectional else 1), vocab)
+
+    def forward(self, ids):
+        return self.head(self.rnn(self.embed(ids))[0])
+
+
 CASES = {
     # SiLU exports as Sigmoid then Mul at every opset.
-    "silu_cnn_o14": dict(model=lambda: gated_cnn(nn.SiLU), opset=14),
+    "silu_cnn_o14": dict(model=lambda: gated_cnn(nn.SiLU), opset=14, half="test"),
     # Hardswish: one HardSwish node from opset 14, HardSigmoid then Mul before.
-    "hardswish_cnn_o13": dict(model=lambda: gated_cnn(nn.Hardswish), opset=13),
-    "hardswish_cnn_o14": dict(model=lambda: gated_cnn(nn.Hardswish), opset=14),
+    "hardswish_cnn_o13": dict(model=lambda: gated_cnn(nn.Hardswish), opset=13, half="test"),
+    "hardswish_cnn_o14": dict(model=lambda: gated_cnn(nn.Hardswish), opset=14, half="test"),
+    # ConvTranspose and Resize, and a per-pixel loss: classes on axis 1.
+    "unet_nearest_o14": dict(model=lambda: SmallUNet("nearest"), opset=14, loss="pixels"),
+    "unet_bilinear_o14": dict(model=lambda: SmallUNet("bilinear"), opset=14, loss="pixels"),
+    # Recurrent layers: ONNX GRU and LSTM nodes.
+    "gru_lm_o14": dict(model=lambda: RecurrentLM(nn.GRU), opset=14, loss="tokens"),
+    "lstm_lm_o14": dict(model=lambda: RecurrentLM(nn.LSTM), opset=14, loss="tokens"),
+    # Recorded after the GRU rule was written from gru_lm_o14, to check it on
+    # shapes it was not made on: one wide layer over a small vocabulary (the
+    # peak moves into the GRU's backward), and a bidirectional pair.
+    "gru_wide_o14": dict(model=lambda: RecurrentLM(nn.GRU, hidden=512, layers=1, vocab=200), opset=14,
+                         loss="tokens", vocab=200, tokens=128),
+    "gru_bidirectional_o14": dict(model=lambda: RecurrentLM(nn.GRU, hidden=192, layers=2, vocab=300,
+                                                            bidirectional=True), opset=14, loss="tokens",
+                                  vocab=300, tokens=48, half="test"),
 }
 BATCH, SIZE = 8, 64
 
 
 class WithLoss(nn.Module):
-    """The step as `loss = cross_entropy(model(x), y)`: the logits die in the loss."""
+    """The step as `loss = cross_entropy(model(x), y)`: the logits die in the loss
+    (a language model's [batch, tokens, vocab] scores flattened to rows first)."""
 
-    def __init__(self, model):
+    def __init__(self, model, tokens=False):
         super().__init__()
         self.model = model
+        self.tokens = tokens
 
     def forward(self, input, labels):
-        return types.SimpleNamespace(loss=nn.functional.cross_entropy(self.model(input), labels))
+        logits = self.model(input)
+        if self.tokens:
+            logits = logits.reshape(-1, logits.shape[-1])
+            labels = labels.reshape(-1)
+        return types.SimpleNamespace(loss=nn.functional.cross_entropy(logits, labels))
+
+
+def example(case, rows):
+    """The batch and the labels: images and classes, images and a class per
+    pixel, or token ids and next tokens."""
+    loss = case.get("loss", "classes")
+    if loss == "tokens":
+        ids = torch.randint(0, case.get("vocab", 1000), (rows, case.get("tokens", 64)))
+        return ids, ids.clone()
+    x = torch.randn(rows, 3, SIZE, SIZE)
+    if loss == "pixels":
+        return x, torch.randint(0, 4, (rows, SIZE, SIZE))
+    return x, torch.randint(0, 10, (rows,))
 
 
 def main():
@@ -82,13 +154,13 @@ def main():
         torch.manual_seed(0)
 
         def make():
-            model = WithLoss(case["model"]())
-            batch = {"input": torch.randn(BATCH, 3, SIZE, SIZE), "labels": torch.randint(0, 10, (BATCH,))}
-            return model, batch, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            model = WithLoss(case["model"](), tokens=case.get("loss") == "tokens")
+            x, y = example(case, BATCH)
+            return model, {"input": x, "labels": y}, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         r = record_torch2.record_step(make)
         model = r["model"].model
         f = io.BytesIO()
-        torch.onnx.export(model, (torch.randn(1, 3, SIZE, SIZE),), f, opset_version=case["opset"],
+        torch.onnx.export(model, (example(case, 1)[0],), f, opset_version=case["opset"],
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, dynamo=False,
                           input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
         proto = onnx.load_from_string(f.getvalue())
@@ -97,7 +169,8 @@ def main():
             init.ClearField("float_data")
             init.data_location = onnx.TensorProto.DEFAULT
         (OUT / f"{name}.onnx").write_bytes(proto.SerializeToString())
-        facts = {"case": name, "torch": torch.__version__.split("+")[0], "opset": case["opset"],
+        facts = {"case": name, "half": case.get("half", "tuning"), "torch": torch.__version__.split("+")[0],
+                 "opset": case["opset"],
                  "ops": sorted({n.op_type for n in proto.graph.node}),
                  "recorded_peak_bytes": r["peak_total"], "resident_bytes": r["resident"],
                  "gpumem": ["--device", "cpu", "--optimizer", "sgd-momentum", "--batch", str(BATCH),

@@ -293,6 +293,46 @@ OpRule rule_for(const Op& op, const StepGraph& g, Device device, bool input_dies
     r.grads = first_input_grad(g, op, Grad::kAllocated);
     return r;
   }
+  if (k == "GRU") {
+    // nn.GRU on the CPU runs its cells as ATen ops (RNN.cpp's GRUCell over
+    // time): the input gates for every step in one matmul, [T x B, 3H],
+    // alive through the layer's forward; then per step the hidden gates,
+    // [B, 3H], and four [B, H] tensors (the reset and update gates, the new
+    // gate, 1 - z) kept for backward: T x B x 7H values per direction. The
+    // layer's input is kept for the weights' gradient. Backward, step by
+    // step, computes the recurrent weight's gradient for the step and adds it
+    // to the running sum (two weight-sized temporaries beside the gradient)
+    // while the hidden state's gradient for every step, [T x B, H], is
+    // gathered. (Recorded with torch 2.10:
+    // tests/data/onnx_rules/gru_*; on CUDA, cuDNN keeps its own reserve
+    // space, not recorded: the CPU's figures are used, as an assumption.)
+    r.known = device == Device::kCpu;
+    r.source = device == Device::kCpu ? "aten/src/ATen/native/RNN.cpp: GRUCell over time (CPU)"
+                                      : "cuDNN's RNN reserve space is not modelled: priced as the CPU's cells";
+    const Value* w = value(g, op, 1);
+    const Value* recurrent = value(g, op, 2);
+    const uint64_t dirs = w && w->dims.size() == 3 ? static_cast<uint64_t>(w->dims[0]) : 1;
+    const uint64_t hidden = w && w->dims.size() == 3 ? static_cast<uint64_t>(w->dims[1]) / 3 : 0;
+    const uint64_t steps_batch = x && x->dims.size() == 3 ? x_elements / std::max<uint64_t>(x->dims[2], 1) : 0;
+    const uint64_t width = x ? x->bytes / std::max<uint64_t>(x_elements, 1) : 4;
+    r.saved_inputs = {0};
+    r.extras = {{"input gates", steps_batch * 3 * hidden * dirs * width, false},
+                {"gates per step", steps_batch * 7 * hidden * dirs * width, op.needs_backward}};
+    // The export computes R from the parameters (gates reordered), so its
+    // bytes are the parameter's: sized from its dims and type.
+    uint64_t recurrent_bytes = 0;
+    if (recurrent && recurrent->dims.size() == 3) {
+      recurrent_bytes = static_cast<uint64_t>(recurrent->dims[0] * recurrent->dims[1] * recurrent->dims[2]) *
+                        static_cast<uint64_t>(dtype_bits(recurrent->dtype) / 8);
+    }
+    // A bidirectional layer runs its directions one after the other (RNN.cpp
+    // runs the reverse direction as a layer of its own): the temporaries
+    // are one direction's.
+    r.backward_scratch = (2 * recurrent_bytes + steps_batch * hidden * dirs * width) / std::max<uint64_t>(dirs, 1);
+    r.grads = allocated_grads(g, op);
+    for (size_t i = 4; i < r.grads.size(); ++i) r.grads[i] = Grad::kNone;  // lengths, initial state
+    return r;
+  }
   if (k == "MaxPool") {
     r.source =
         "derivatives.yaml: max_pool2d_with_indices -> max_pool2d_with_indices_backward(grad, self, ..., result1)";
@@ -302,8 +342,11 @@ OpRule rule_for(const Op& op, const StepGraph& g, Device device, bool input_dies
     return r;
   }
   if (k == "GlobalAveragePool" || k == "AveragePool" || k == "ReduceMean" || k == "ReduceSum" || k == "Cast" ||
-      k == "Pad" || k == "Tile" || (k == "Gather" && !rg(g, op, 0))) {
-    r.source = "derivatives.yaml: mean, sum, avg_pool2d, _to_copy, constant_pad_nd, repeat -> from sizes alone";
+      k == "Pad" || k == "Tile" || k == "Resize" || (k == "Gather" && !rg(g, op, 0))) {
+    // Resize is nn.Upsample / F.interpolate (nearest, bilinear...): its
+    // backward needs the input's size and the scales, not the input.
+    r.source =
+        "derivatives.yaml: mean, sum, avg_pool2d, _to_copy, constant_pad_nd, repeat, upsample_* -> from sizes alone";
     r.grads = first_input_grad(g, op, Grad::kAllocated);
     return r;
   }

@@ -69,8 +69,7 @@ class Builder {
     std::vector<bool> done(g_.nodes.size(), false);
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
       if (done[n] || folded(g_.nodes[n])) continue;
-      if (!(fuse_gelu(n, done) || fuse_gated(n, done) || fuse_layer_norm(n, done) || fuse_linear(n, done)))
-        plain(n);
+      if (!(fuse_gelu(n, done) || fuse_gated(n, done) || fuse_layer_norm(n, done) || fuse_linear(n, done))) plain(n);
       done[n] = true;
     }
     out_.graph_outputs = g_.outputs;
@@ -272,7 +271,9 @@ class Builder {
     const Node& nd = node(static_cast<int>(n));
     std::string kind = nd.op_type;
     std::vector<int> outputs = nd.outputs;
-    if (kind == "Conv") kind = "convolution";
+    // A transposed convolution is the same aten::convolution (transposed=True):
+    // it keeps its input and weight, and runs through the same kernels.
+    if (kind == "Conv" || kind == "ConvTranspose") kind = "convolution";
     if (kind == "Gemm") kind = "linear";
     // Exports at opset 17 and 20 have these as single ops.
     if (kind == "LayerNormalization") {

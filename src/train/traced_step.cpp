@@ -110,6 +110,15 @@ TrainingStep parse_traced_step(std::string_view text, const std::string& where, 
   const auto& params = r.member(doc, "parameters", "document");
   step.trainable_parameters = r.count(params, "trainable", "parameters", kMaxTotal);
   step.frozen_parameters = r.count(params, "frozen", "parameters", kMaxTotal);
+  // What the tracer could not price (optional: an RNN kernel's workspace).
+  if (doc.contains("warnings")) {
+    const auto& warnings = doc.at("warnings");
+    if (!warnings.is_array() || warnings.size() > 100) r.fail("warnings", "not an array of at most 100 strings");
+    for (size_t i = 0; i < warnings.size(); ++i) {
+      if (!warnings[i].is_string()) r.fail(fmt::format("warnings[{}]", i), "not a string");
+      step.warnings.push_back(warnings[i].get<std::string>());
+    }
+  }
   const int end = static_cast<int>(r.count(doc, "end", "document", kMaxTimes));
   if (end < 1) r.fail("end", "the step has no time");
 

@@ -187,7 +187,11 @@ class Simulator {
     // Copies: adding values below may move the vector.
     const Value l = g_.values[static_cast<size_t>(logits)];
     const uint64_t elements = elements_of(l);
-    const int64_t classes = l.dims.empty() ? 1 : std::max<int64_t>(l.dims.back(), 1);
+    // cross_entropy takes [N, C] or [N, C, d1, ...]: the classes are on axis 1
+    // of a per-pixel output ([N, C, H, W], segmentation). A 3-D output is
+    // taken as a sequence model's [batch, tokens, vocabulary], flattened to
+    // rows before the loss (as language models call it), classes last.
+    const int64_t classes = l.dims.empty() ? 1 : std::max<int64_t>(l.dims.size() >= 4 ? l.dims[1] : l.dims.back(), 1);
     const DType loss_type = l.dtype;
     const uint64_t width = static_cast<uint64_t>(dtype_bits(loss_type) / 8);
     if (o_.loss == Loss::kCrossEntropy) {

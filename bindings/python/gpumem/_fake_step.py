@@ -32,6 +32,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 PHASES = ("resident", "forward", "loss", "backward", "optimizer")
+
+# Kernels whose workspace a fake tensor gives no size (their meta kernels
+# return an empty one): the real step keeps more than the trace shows.
+_UNSIZED_WORKSPACES = {
+    "mkldnn_rnn_layer": "the CPU's LSTM (oneDNN) keeps a workspace the trace cannot size",
+    "_cudnn_rnn": "cuDNN's RNN reserve space is not sized by fake tensors",
+}
 FORMAT = "gpumem-step"
 VERSION = 1
 
@@ -64,6 +71,7 @@ class _Recorder(TorchDispatchMode):
         self.op_count = 0
         self.phase_starts: dict[str, int] = {}
         self.values = _Values()
+        self.unsized: set[str] = set()
         self.watched: dict[int, int] = {}  # id(a live tensor or saved holder) -> its storage's cdata
         self.holders: dict[int, int] = {}  # storage cdata -> live tensors and saved holders seen on it
         self.candidates: set[int] = set()
@@ -171,6 +179,8 @@ class _Recorder(TorchDispatchMode):
         self.values.follow(func, args, kwargs, out)
         self.op_count += 1
         op = _op_name(func)
+        if op in _UNSIZED_WORKSPACES and op not in self.unsized:
+            self.unsized.add(op)
         module = self.modules.current(self.phase)
         flat, _ = tree_flatten(out)
         for i, t in enumerate(flat):
@@ -549,6 +559,7 @@ def _document(model, rec, real, fake, step_start: int, grad_index: dict[int, str
         "operators": rec.op_count,
         "seconds": round(_time.perf_counter() - started, 3),
         "end": end_time - shift,
+        "warnings": [_UNSIZED_WORKSPACES[op] + ": the step needs more than this" for op in sorted(rec.unsized)],
         "phases": [{"phase": "resident", "start": 0}] + [
             {"phase": p, "start": rec.phase_starts[p] - shift} for p in PHASES[1:] if p in rec.phase_starts],
         "allocations": allocations,

@@ -170,3 +170,19 @@ def test_frozen_parameters_get_no_gradients():
 
 with contextlib.suppress(Exception):
     torch.set_num_threads(1)
+
+
+def test_a_kernel_whose_workspace_fake_tensors_cannot_size_is_named():
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(100, 16)
+            self.rnn = torch.nn.LSTM(16, 32, batch_first=True)
+            self.head = torch.nn.Linear(32, 100)
+
+        def forward(self, ids):
+            return self.head(self.rnn(self.embed(ids))[0]).flatten(0, 1)
+
+    ids = torch.randint(0, 100, (2, 8))
+    r = gpumem.torch.estimate(LM(), ids, labels=ids.flatten(), device="cpu")
+    assert any("LSTM (oneDNN) keeps a workspace" in w for w in r.warnings), r.warnings
