@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The allocator's checks that need a GPU, in one short run (under ~6 minutes)
+# The checks that need a GPU, in one short run (under ~10 minutes with the torch 2.x corpus)
 # for a machine lent for a few minutes: the CUDA tests, the allocator
-# benchmark if there is one, and PyTorch running on libgpumem_torch.so.
+# benchmark if there is one, PyTorch running on libgpumem_torch.so, and the
+# torch 2.x training corpus recorded on the device (tools/record_torch2.py).
 #
 #   scripts/gpu_check.sh            on the GPU machine, from the repository root
 #   scripts/gpu_check.sh --bundle   on a build machine: build, then gather the
@@ -142,6 +143,28 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     python3 tools/torch_pluggable_check.py --lib "$plugin"
 else
   summary+=("torch_pluggable_check  skipped: no python3 with PyTorch and a GPU")
+fi
+
+# The torch 2.x corpus on this GPU (tools/record_torch2.py --device cuda): the
+# caching allocator's own max_memory_allocated and max_memory_reserved for
+# every case, beside gpumem's traced estimate for device="cuda", into
+# $OUT/torch2-cuda (issue 47's CUDA side). Needs a python with torch 2.1+,
+# transformers and peft: GPUMEM_TORCH2_PYTHON, else the venv
+# scripts/torch-venv.sh made, else python3.
+torch2_python=${GPUMEM_TORCH2_PYTHON:-}
+if [[ -z $torch2_python ]]; then
+  for candidate in "$root"/.venv/torch-2.*/bin/python python3; do
+    if "$candidate" -c 'import torch, transformers, peft, sys; sys.exit(0 if torch.cuda.is_available() and tuple(map(int, torch.__version__.split(".")[:2])) >= (2, 1) else 1)' 2>/dev/null; then
+      torch2_python=$candidate
+      break
+    fi
+  done
+fi
+if [[ -n $torch2_python ]]; then
+  step "torch2_cuda_corpus" 420 torch2.log env PYTHONUNBUFFERED=1 "$torch2_python" tools/record_torch2.py \
+    --device cuda --out "$log_dir/torch2-cuda"
+else
+  summary+=("torch2_cuda_corpus     skipped: no python with torch 2.1+, transformers, peft and a GPU")
 fi
 
 say "summary"

@@ -59,6 +59,8 @@ def main():
     a = ap.parse_args()
     rows = []
     for facts_path in sorted(DATA.glob("*/*.facts.json")):
+        if facts_path.parent.name.startswith("cuda-"):
+            continue  # GPU recordings: device figures, checked apart
         facts = json.loads(facts_path.read_text())
         if facts["model"] not in DECODERS:
             continue

@@ -194,13 +194,13 @@ def half(case: str) -> str:
 # Recording
 
 
-def one_step(model, batch, optimizer, autocast, mark, keep_output=False):
+def one_step(model, batch, optimizer, autocast, mark, keep_output=False, device="cpu"):
     """One step as transformers' Trainer takes it: the output (its logits) dropped
     before backward; keep_output holds it, as a loop that keeps `outputs` does."""
     import torch
     with mark("zero_grad"):
         optimizer.zero_grad(set_to_none=True)
-    cast = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    cast = torch.autocast(device, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with cast:
         with mark("forward"):
             out = model(**batch)
@@ -279,6 +279,50 @@ def record_step(make, autocast=False, keep_output=False):
             "ranges": ranges, "start_total": start_total, "peak_total": peak_total}
 
 
+def record_step_cuda(make, autocast=False):
+    """The same three steps on a CUDA device: what the caching allocator itself
+    reports for the third (max_memory_allocated, max_memory_reserved), with
+    everything before it (weights, optimizer states, cuBLAS' workspace) in
+    memory_allocated at its start."""
+    import torch
+    model, batch, optimizer = make()
+    model.cuda()  # the same Parameter objects: the optimizer keeps them (its states come in step 1)
+    batch = {k: v.cuda() for k, v in batch.items()}
+    quiet = lambda phase: contextlib.nullcontext()  # noqa: E731
+    for _ in range(2):
+        one_step(model, batch, optimizer, autocast, quiet, device="cuda")
+    optimizer.zero_grad(set_to_none=True)
+    gc.collect()
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    one_step(model, batch, optimizer, autocast, quiet, device="cuda")
+    torch.cuda.synchronize()
+    return {"model": model, "batch": batch, "optimizer": optimizer, "start_total": start,
+            "peak_total": torch.cuda.max_memory_allocated(), "reserved_peak": torch.cuda.max_memory_reserved()}
+
+
+def record_case_cuda(case, kind, variant, out_dir, fake_step):
+    """A CUDA recording: the device's own figures beside the traced estimate for
+    device="cuda" (what scripts/gpu_check.sh runs on a lent GPU)."""
+    import torch
+    autocast = VARIANTS[variant].get("autocast") == "bf16"
+    r = record_step_cuda(lambda: build(kind, variant)[:3], autocast)
+    doc = fake_step.trace_step(r["model"], (), r["batch"], optimizer=r["optimizer"], loss=None, labels=None,
+                               device="cuda", precision="amp-bf16" if autocast else "fp32")
+    estimate = fake_step.peak_bytes(doc)
+    facts = {"case": case, "model": kind, "variant": variant, "half": half(case), "versions": versions(),
+             "device": torch.cuda.get_device_name(), "cuda": torch.version.cuda,
+             "step_start_allocated_bytes": r["start_total"], "max_memory_allocated": r["peak_total"],
+             "max_memory_reserved": r["reserved_peak"], "estimate_peak_bytes": estimate,
+             "estimate_error": round(estimate / r["peak_total"] - 1, 5)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write(out_dir / f"{case}.step.json.gz", gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
+    write(out_dir / f"{case}.facts.json", (json.dumps(facts, indent=1) + "\n").encode())
+    print(f"{case:28s} {facts['half']:6s} cuda allocated {r['peak_total']:>10d} reserved {r['reserved_peak']:>10d}"
+          f"  estimate {estimate:>10d}  {facts['estimate_error']*100:+6.2f}%", flush=True)
+
+
 def record_case(case, kind, variant, out_dir, fake_step):
     settings = {}
 
@@ -348,7 +392,8 @@ def load_fake_step():
 def report():
     """The table docs/train.md shows: per release and half, the median and worst
     |estimate / recorded - 1|, and the worst case."""
-    rows = [json.loads(p.read_text()) for p in sorted(OUT.glob("*/*.facts.json"))]
+    rows = [json.loads(p.read_text()) for p in sorted(OUT.glob("*/*.facts.json"))
+            if not p.parent.name.startswith("cuda-")]
     print("| release | half | steps | median error | worst |")
     print("| --- | --- | ---: | ---: | --- |")
     for release in sorted({r["versions"]["torch"] for r in rows}, reverse=True):
@@ -364,18 +409,25 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", help="models or cases")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: the caching allocator's own peaks on a GPU (scripts/gpu_check.sh)")
+    ap.add_argument("--out", help="where to write (default tests/data/torch2/[cuda-]TORCH_VERSION)")
     a = ap.parse_args()
     if a.report:
         report()
         return
     import torch
     fake_step = load_fake_step()
-    out_dir = OUT / torch.__version__.split("+")[0]
+    release = torch.__version__.split("+")[0]
+    out_dir = Path(a.out) if a.out else OUT / (("cuda-" if a.device == "cuda" else "") + release)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("record_torch2: --device cuda, but this torch sees no GPU")
+    record = record_case_cuda if a.device == "cuda" else record_case
     for case, kind, variant in cases():
         if a.only and kind not in a.only and case not in a.only:
             continue
         try:
-            record_case(case, kind, variant, out_dir, fake_step)
+            record(case, kind, variant, out_dir, fake_step)
         except Exception as e:  # a case a release cannot run is named, not fatal
             print(f"{case:28s} FAILED: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
         gc.collect()

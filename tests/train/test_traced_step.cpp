@@ -36,7 +36,8 @@ std::vector<Case> corpus() {
   const fs::path root = test::source_dir() / "tests" / "data" / "torch2";
   if (!fs::exists(root)) return out;
   for (const auto& version : fs::directory_iterator(root)) {
-    if (!version.is_directory()) continue;
+    // CPU recordings only: cuda-* folders (scripts/gpu_check.sh) hold device figures.
+    if (!version.is_directory() || version.path().filename().string().starts_with("cuda-")) continue;
     for (const auto& f : fs::directory_iterator(version.path())) {
       const std::string file = f.path().filename().string();
       if (!file.ends_with(".facts.json")) continue;
