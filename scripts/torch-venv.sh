@@ -17,13 +17,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv/torch-$version"
 
 case "$version" in
-  2.15.0) extra=(transformers==5.25.0 peft==0.22.0 accelerate safetensors) ;;
+  2.15.0) extra=(transformers==5.25.0 peft==0.22.0 accelerate safetensors torchvision==0.29.2 onnx) ;;
   # A year older: the releases current in early 2026.
-  2.10.0) extra=(transformers==4.57.6 peft==0.17.1 accelerate safetensors) ;;
+  2.10.0) extra=(transformers==4.57.6 peft==0.17.1 accelerate safetensors torchvision==0.25.0 onnx) ;;
   *) echo "scripts/torch-venv.sh: no pinned library set for torch $version (2.15.0, 2.10.0)" >&2; exit 2 ;;
 esac
 
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import torch, transformers, peft, pytest" 2>/dev/null; then
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import torch, torchvision, transformers, peft, pytest, onnx" 2>/dev/null; then
   python3 -m venv "$venv" >&2
   "$venv/bin/pip" install -q --upgrade pip >&2
   "$venv/bin/pip" install -q "torch==$version" numpy pytest "${extra[@]}" >&2

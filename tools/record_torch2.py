@@ -79,9 +79,65 @@ def causal_lm(kind, attn="sdpa"):
     return tf.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn)
 
 
+class VisionWithLoss:
+    """A torchvision model trained as its reference scripts train it: the loss
+    is cross-entropy on the logits (per pixel for segmentation, where the
+    model returns {"out": [N, C, H, W]}); the scores die with the loss."""
+
+    @staticmethod
+    def wrap(model):
+        import types
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, images, labels):
+                out = self.model(images)
+                if isinstance(out, dict):
+                    out = out["out"]
+                return types.SimpleNamespace(loss=torch.nn.functional.cross_entropy(out, labels))
+        return Wrapped()
+
+
+# torchvision models, never recorded before under torch 2.x, at 128 x 128:
+# classification, and segmentation with a per-pixel loss. (efficientnet,
+# convnext and swin could not be exported in training mode by torch 1.13.)
+VISION = {
+    "resnet18": ("resnet18", {}),
+    "mobilenet_v3_small": ("mobilenet_v3_small", {}),
+    "efficientnet_b0": ("efficientnet_b0", {}),
+    "convnext_tiny": ("convnext_tiny", {}),
+    "swin_t": ("swin_t", {}),
+    "regnet_y_400mf": ("regnet_y_400mf", {}),
+    "lraspp": ("segmentation.lraspp_mobilenet_v3_large", {"num_classes": 5, "weights_backbone": None}),
+}
+
+
+def vision_model_and_batch(kind):
+    import torch
+    import torchvision
+    g = torch.Generator().manual_seed(0)
+    path, kwargs = VISION[kind]
+    factory = torchvision.models
+    for part in path.split("."):
+        factory = getattr(factory, part)
+    model = factory(weights=None, **kwargs)
+    images = torch.randn(2, 3, 128, 128, generator=g)
+    if "segmentation" in path:
+        labels = torch.randint(0, 5, (2, 128, 128), generator=g)
+    else:
+        labels = torch.randint(0, 1000, (2,), generator=g)
+    return VisionWithLoss.wrap(model), {"images": images, "labels": labels}
+
+
 def model_and_batch(kind, attn):
     import torch
     import transformers as tf
+    if kind in VISION:
+        return vision_model_and_batch(kind)
     g = torch.Generator().manual_seed(0)
     if kind == "bert":
         cfg = tf.BertConfig(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -123,7 +179,7 @@ def lora_targets(model):
 # transformers releases that have no SDPA path for a model run it eagerly.
 EAGER_ONLY = {"gemma2"}
 HEAD = {"bert": "classifier", "vit": "classifier", "t5": "lm_head"}
-MODELS = ["llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3", "gpt2", "bert", "vit", "t5"]
+MODELS = ["llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3", "gpt2", "bert", "vit", "t5"] + list(VISION)
 # Variants: (name, settings). Every model runs every variant that applies to it.
 VARIANTS = {
     "adamw": {},
@@ -139,6 +195,8 @@ VARIANTS = {
 
 
 def applies(kind, variant):
+    if kind in VISION:  # no attention switch, no checkpointing switch, no peft
+        return variant in ("adamw", "adamw_foreach", "sgdm", "bf16")
     if variant == "eager" and kind in ("t5",) + tuple(EAGER_ONLY):
         return False  # one attention implementation: the other variants run it
     return True
