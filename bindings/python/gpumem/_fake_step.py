@@ -409,7 +409,8 @@ def trace_step(model: torch.nn.Module, args: tuple, kwargs: dict, *, optimizer: 
 
     def to_fake(x):
         if isinstance(x, torch.Tensor):
-            f = _fake_like(mode, x, dev)
+            # precision "bf16": the model is cast whole, so are its float inputs.
+            f = _fake_like(mode, x, dev, weight_dtype if x.is_floating_point() else None)
             rec.add(f, "input", "input", "", pinned=True)
             rec.values.add(f, x, copy=True)
             return f

@@ -186,3 +186,22 @@ def test_a_kernel_whose_workspace_fake_tensors_cannot_size_is_named():
     ids = torch.randint(0, 100, (2, 8))
     r = gpumem.torch.estimate(LM(), ids, labels=ids.flatten(), device="cpu")
     assert any("LSTM (oneDNN) keeps a workspace" in w for w in r.warnings), r.warnings
+
+
+def test_precisions_change_what_the_step_holds():
+    net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+    x, y = torch.randn(32, 64), torch.zeros(32, dtype=torch.long)
+    fp32 = gpumem.torch.estimate(net, x, labels=y, device="cpu")
+    amp = gpumem.torch.estimate(net, x, labels=y, device="cpu", precision="amp-bf16")
+    bf16 = gpumem.torch.estimate(net, x, labels=y, device="cpu", precision="bf16")
+    assert bf16.settings.precision == "bf16"
+    # Weights cast whole halve the weights and their states.
+    assert abs(bf16.static_estimate_bytes * 2 - fp32.static_estimate_bytes) <= 4 * 4 * 2  # AdamW step counts stay fp32
+    # Autocast keeps fp32 weights and adds their bf16 copies.
+    assert amp.static_estimate_bytes == fp32.static_estimate_bytes
+    def forward(res):
+        return next(p.allocated_bytes for p in res.phases if p.phase == "forward")
+    # bf16 copies of the weights beside bf16 activations: Linear(64, 256)'s copy
+    # and its output alone differ from fp32's by a known amount.
+    assert forward(amp) != forward(fp32)
+    assert forward(bf16) < forward(fp32)
