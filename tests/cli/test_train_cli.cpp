@@ -146,6 +146,10 @@ TEST(CliTrain, ReadsAStepTracedByPyTorchItself) {
   EXPECT_FALSE(doc["verdict"]["fits"].get<bool>());
   // Every allocation names the module it was made in.
   EXPECT_NE(r.out.find("(base_model.model.model.layers.1.mlp.up_proj: parameter)"), std::string::npos) << r.out;
+  // The page says where the step came from, as the text does.
+  const std::string page = ::testing::TempDir() + "traced_step.html";
+  ASSERT_EQ(run("train " + traced_step() + " --html " + page).code, 0);
+  EXPECT_NE(gpumem::test::read_file_bytes(page).find("traced: torch 2.15.0"), std::string::npos);
 }
 
 TEST(CliTrain, RefusesToReshapeATracedStep) {

@@ -15,12 +15,16 @@ namespace gpumem::report {
 std::string train_html(const train::TrainingStep& step, const Summary& summary) {
   html::Document doc("Training step of " + step.model);
   html::summary_section(doc, summary);
-  doc.facts({{"model", step.model},
-             {"peak", fmt::format("{} in {} at {}", format_bytes(step.peak_bytes), train::to_string(step.peak_phase),
-                                  step.peak_op)},
-             {"weights + gradients + optimizer states", format_bytes(step.static_estimate_bytes)},
-             {"steady state between steps", format_bytes(step.steady_state_bytes)},
-             {"recomputed ops (checkpointing)", format_count(step.recomputed_ops.size())}});
+  doc.facts(
+      {{"model", step.model},
+       {"source", step.traced ? "traced: " + step.traced->with + " (" + step.traced->optimizer + ", " +
+                                    step.traced->precision + ", device " + train::to_string(step.options.device) + ")"
+                              : std::string("predicted from the graph")},
+       {"peak",
+        fmt::format("{} in {} at {}", format_bytes(step.peak_bytes), train::to_string(step.peak_phase), step.peak_op)},
+       {"weights + gradients + optimizer states", format_bytes(step.static_estimate_bytes)},
+       {"steady state between steps", format_bytes(step.steady_state_bytes)},
+       {"recomputed ops (checkpointing)", format_count(step.recomputed_ops.size())}});
 
   // Live bytes per time and category, from each allocation's lifetime.
   const int times = std::max(step.end_time, 1);
