@@ -70,7 +70,10 @@ def main():
             rows.append((release, facts["half"], facts["case"], None, "not expressible"))
             continue
         config = facts_path.parent / f"{facts['model']}.config.json"
-        run = subprocess.run([a.gpumem, "finetune", str(config), *flags, "--json"], capture_output=True, text=True)
+        # Each release's own rules: --torch as the recording's release.
+        torch_release = ".".join(facts["versions"]["torch"].split(".")[:2])
+        run = subprocess.run([a.gpumem, "finetune", str(config), *flags, "--torch", torch_release, "--json"],
+                             capture_output=True, text=True)
         if run.returncode != 0:
             rows.append((release, facts["half"], facts["case"], None, run.stderr.strip().splitlines()[-1]))
             continue
