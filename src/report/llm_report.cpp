@@ -228,7 +228,6 @@ std::string render_llm_text(const LlmPlan& p) {
 }
 
 nlohmann::ordered_json llm_to_json(const LlmPlan& p) {
-  using json = nlohmann::ordered_json;
   const auto& m = p.model;
   const auto& r = p.request;
   auto gpu = [](const GpuMemory& g) {
