@@ -11,11 +11,14 @@ with sizes, lifetimes, operators, modules and phases: the document
 `gpumem train` reads (docs/train.md, "A traced step"), where the same
 allocator replay and verdict as every other command decide what it needs.
 
-What fake tensors cannot see: memory a kernel takes outside PyTorch's
-allocator through its own path (cuBLAS/cuDNN workspaces, which `gpumem
-train` prices as the device overhead) and scratch a CUDA kernel allocates
-internally without returning it. The device named (cuda by default) picks
-the kernels where their outputs differ (SDPA's backends, fused optimizers).
+What fake tensors cannot see: scratch a kernel allocates inside itself
+without returning it (cuBLAS' and cuDNN's workspaces on CUDA; oneDNN's
+reorders and slow_conv2d's im2col columns on the CPU) and workspaces whose
+meta kernels report no size (an LSTM's: named in the document's warnings).
+The device named (cuda by default) picks the kernels where their outputs
+differ (SDPA's backends, the optimizer's foreach default). A question on
+the inputs' values is answered from the real inputs; one on values the
+weights computed cannot be (Untraceable).
 """
 
 from __future__ import annotations
@@ -76,7 +79,6 @@ class _Recorder(TorchDispatchMode):
         self.holders: dict[int, int] = {}  # storage cdata -> live tensors and saved holders seen on it
         self.candidates: set[int] = set()
         self.lingering: set[int] = set()
-        self.most_lingering = 0
 
     # -- allocations and frees ------------------------------------------
     # A storage may die only when a tensor on it dies: each tensor object seen
@@ -145,7 +147,6 @@ class _Recorder(TorchDispatchMode):
                 # checked again at every operator until it goes.
                 if c not in self.pinned and c not in self.holders:
                     self.lingering.add(c)
-                    self.most_lingering = max(self.most_lingering, len(self.lingering))
                 continue
             self.live.pop(c)
             self.pinned.discard(c)
