@@ -21,6 +21,11 @@ constexpr int kVersion = 1;
 // allocations and 50,000 times.
 constexpr uint64_t kMaxFileBytes = 1ull << 30;
 constexpr int64_t kMaxTimes = 50'000'000;
+// A traced step's time moves on once per operator, and most operators
+// allocate (views do not): GPT-124M's step has 7 times per allocation. A
+// file that claims far more times than its allocations explain would only
+// make the timeline (one entry per time) large.
+constexpr uint64_t kMaxTimesPerAllocation = 256;
 constexpr uint64_t kMaxBytes = 1ull << 50;  // 1 PiB per allocation
 constexpr uint64_t kMaxTotal = 1ull << 60;  // and in all
 
@@ -138,6 +143,11 @@ TrainingStep parse_traced_step(std::string_view text, const std::string& where, 
   }
 
   const auto& allocations = r.member(doc, "allocations", "document");
+  if (allocations.is_array() &&
+      static_cast<uint64_t>(end) > kMaxTimesPerAllocation * (static_cast<uint64_t>(allocations.size()) + 1)) {
+    r.fail("end", fmt::format("{} times for {} allocations: more than {} per allocation, not a traced step", end,
+                              allocations.size(), kMaxTimesPerAllocation));
+  }
   if (!allocations.is_array()) r.fail("allocations", "not an array");
   std::vector<std::string> op_of_time(static_cast<size_t>(end));
   uint64_t total = 0;

@@ -162,6 +162,8 @@ TEST(TracedStep, MalformedDocumentsAreOneLineErrorsNamingThePlace) {
            R"([{"tensor": "w", "op": "p", "phase": "resident", "category": "weights", "bytes": -1, "alloc": 0, "free": 4}])"),
        "'bytes' is not a non-negative integer"},
       {minimal(R"({})"), "allocations: not an array"},
+      {minimal("[" + ok + "]").replace(minimal("").find("\"end\": 4"), 8, "\"end\": 9999"),
+       "end: 9999 times for 1 allocations"},
   };
   for (const auto& [text, expected] : bad) {
     SCOPED_TRACE(text);
