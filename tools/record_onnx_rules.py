@@ -23,7 +23,6 @@ directions were then made to run one after the other as RNN.cpp runs them
 import io
 import json
 import sys
-import types
 from pathlib import Path
 
 import torch
@@ -117,23 +116,6 @@ CASES = {
 BATCH, SIZE = 8, 64
 
 
-class WithLoss(nn.Module):
-    """The step as `loss = cross_entropy(model(x), y)`: the logits die in the loss
-    (a language model's [batch, tokens, vocab] scores flattened to rows first)."""
-
-    def __init__(self, model, tokens=False):
-        super().__init__()
-        self.model = model
-        self.tokens = tokens
-
-    def forward(self, input, labels):
-        logits = self.model(input)
-        if self.tokens:
-            logits = logits.reshape(-1, logits.shape[-1])
-            labels = labels.reshape(-1)
-        return types.SimpleNamespace(loss=nn.functional.cross_entropy(logits, labels))
-
-
 def example(case, rows):
     """The batch and the labels: images and classes, images and a class per
     pixel, or token ids and next tokens."""
@@ -154,7 +136,7 @@ def main():
         torch.manual_seed(0)
 
         def make():
-            model = WithLoss(case["model"](), tokens=case.get("loss") == "tokens")
+            model = record_torch2.with_cross_entropy(case["model"](), tokens=case.get("loss") == "tokens")
             x, y = example(case, BATCH)
             return model, {"input": x, "labels": y}, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         r = record_torch2.record_step(make)

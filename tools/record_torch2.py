@@ -38,7 +38,6 @@ import gzip
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -79,27 +78,28 @@ def causal_lm(kind, attn="sdpa"):
     return tf.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn)
 
 
-class VisionWithLoss:
-    """A torchvision model trained as its reference scripts train it: the loss
-    is cross-entropy on the logits (per pixel for segmentation, where the
-    model returns {"out": [N, C, H, W]}); the scores die with the loss."""
+def with_cross_entropy(model, tokens=False):
+    """MODEL trained as `loss = cross_entropy(model(x), y)`, called as the corpus calls
+    every model, model(**batch).loss: the scores die with the loss. A
+    segmentation model's {"out": [N, C, H, W]} is scored per pixel; with tokens,
+    a language model's [batch, tokens, vocab] scores are flattened to rows first.
+    (torch is imported here: --report runs without it.)"""
+    import types
+    import torch
 
-    @staticmethod
-    def wrap(model):
-        import types
-        import torch
+    class WithCrossEntropy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
 
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
-
-            def forward(self, images, labels):
-                out = self.model(images)
-                if isinstance(out, dict):
-                    out = out["out"]
-                return types.SimpleNamespace(loss=torch.nn.functional.cross_entropy(out, labels))
-        return Wrapped()
+        def forward(self, labels, **inputs):
+            out = self.model(*inputs.values())
+            if isinstance(out, dict):
+                out = out["out"]
+            if tokens:
+                out, labels = out.reshape(-1, out.shape[-1]), labels.reshape(-1)
+            return types.SimpleNamespace(loss=torch.nn.functional.cross_entropy(out, labels))
+    return WithCrossEntropy()
 
 
 # torchvision models, never recorded before under torch 2.x, at 128 x 128:
@@ -130,7 +130,7 @@ def vision_model_and_batch(kind):
         labels = torch.randint(0, 5, (2, 128, 128), generator=g)
     else:
         labels = torch.randint(0, 1000, (2,), generator=g)
-    return VisionWithLoss.wrap(model), {"images": images, "labels": labels}
+    return with_cross_entropy(model), {"images": images, "labels": labels}
 
 
 def model_and_batch(kind, attn):
@@ -233,7 +233,7 @@ def build(kind, variant):
         optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
     else:
         optimizer = torch.optim.AdamW(params, lr=1e-4, foreach=s.get("foreach"))
-    return model, batch, optimizer, s
+    return model, batch, optimizer
 
 
 def cases():
@@ -316,16 +316,26 @@ def record_step(make, autocast=False, keep_output=False):
     def walk(ev):
         if ev.tag == _EventType.Allocation:
             f = ev.extra_fields
-            events.append([ev.start_time_ns, int(f.alloc_size), int(f.total_allocated)])
+            events.append([ev.start_time_ns, int(f.alloc_size), int(f.ptr)])
         for c in ev.children:
             walk(c)
     for root in prof.profiler.kineto_results.experimental_event_tree():
         walk(root)
     events.sort(key=lambda x: x[0])
-    # Total Allocated counts what this process allocated under earlier profiles and
-    # has not freed under one: the count starts from where this profile found it.
-    baseline = events[0][2] - events[0][1]
-    events = [[t, b, tot - baseline] for t, b, tot in events]
+    # The running total of what this profile allocated, by address. (The
+    # profiler's own Total Allocated also moves when memory allocated under an
+    # earlier profile in this process is freed during this one: a garbage
+    # collection in the middle of a step lowered it, case by case.) Every
+    # tensor of the step is allocated while this profile runs.
+    live, total, totals = {}, 0, []
+    for t, size, ptr in events:
+        if size > 0:
+            live[ptr] = size
+            total += size
+        elif ptr in live:
+            total -= live.pop(ptr)
+        totals.append([t, size, total])
+    events = totals
     t0 = min(r[0] for r in ranges.values())
     t1 = max(r[1] for r in ranges.values())
     before = [e for e in events if e[0] < t0]
@@ -365,7 +375,7 @@ def record_case_cuda(case, kind, variant, out_dir, fake_step):
     device="cuda" (what scripts/gpu_check.sh runs on a lent GPU)."""
     import torch
     autocast = VARIANTS[variant].get("autocast") == "bf16"
-    r = record_step_cuda(lambda: build(kind, variant)[:3], autocast)
+    r = record_step_cuda(lambda: build(kind, variant), autocast)
     doc = fake_step.trace_step(r["model"], (), r["batch"], optimizer=r["optimizer"], loss=None, labels=None,
                                device="cuda", precision="amp-bf16" if autocast else "fp32")
     estimate = fake_step.peak_bytes(doc)
@@ -382,22 +392,16 @@ def record_case_cuda(case, kind, variant, out_dir, fake_step):
 
 
 def record_case(case, kind, variant, out_dir, fake_step):
-    settings = {}
-
-    def make():
-        model, batch, optimizer, s = build(kind, variant)
-        settings.update(s)
-        return model, batch, optimizer
-    autocast = VARIANTS[variant].get("autocast") == "bf16"
-    r = record_step(make, autocast)
-    model, batch, optimizer, s = r["model"], r["batch"], r["optimizer"], settings
+    s = VARIANTS[variant]
+    autocast = s.get("autocast") == "bf16"
+    r = record_step(lambda: build(kind, variant), autocast)
+    model, batch, optimizer = r["model"], r["batch"], r["optimizer"]
     resident, events, ranges = r["resident"], r["events"], r["ranges"]
     start_total, peak_total = r["start_total"], r["peak_total"]
     # The estimate, on the same model, inputs and optimizer.
-    labels = None
     precision = "amp-bf16" if autocast else "fp32"
     started = time.perf_counter()
-    doc = fake_step.trace_step(model, (), batch, optimizer=optimizer, loss=None, labels=labels, device="cpu",
+    doc = fake_step.trace_step(model, (), batch, optimizer=optimizer, loss=None, labels=None, device="cpu",
                                precision=precision)
     fake_seconds = time.perf_counter() - started
     estimate_peak = fake_step.peak_bytes(doc)

@@ -1,7 +1,7 @@
 #include "gpumem/train/traced_step.h"
 
-#include <array>
-#include <limits>
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,18 +29,7 @@ constexpr uint64_t kMaxTimesPerAllocation = 256;
 constexpr uint64_t kMaxBytes = 1ull << 50;  // 1 PiB per allocation
 constexpr uint64_t kMaxTotal = 1ull << 60;  // and in all
 
-constexpr std::array<std::pair<std::string_view, Phase>, 5> kPhaseNames{{{"resident", Phase::kResident},
-                                                                         {"forward", Phase::kForward},
-                                                                         {"loss", Phase::kLoss},
-                                                                         {"backward", Phase::kBackward},
-                                                                         {"optimizer", Phase::kOptimizer}}};
-constexpr std::array<std::pair<std::string_view, Category>, kCategories> kCategoryNames{
-    {{"weights", Category::kWeights},
-     {"gradients", Category::kGradients},
-     {"optimizer_states", Category::kOptimizerStates},
-     {"inputs", Category::kInputs},
-     {"saved_activations", Category::kSavedActivations},
-     {"transient", Category::kTransient}}};
+constexpr int kPhaseCount = 5;
 
 class Reader {
  public:
@@ -73,10 +62,13 @@ class Reader {
   std::string where_;
 };
 
-template <typename T, size_t N>
-std::optional<T> named(const std::array<std::pair<std::string_view, T>, N>& table, const std::string& name) {
-  for (const auto& [n, v] : table)
-    if (n == name) return v;
+// The enum value whose to_string() is `name`: the document spells phases and
+// categories as every report and JSON document does.
+template <typename T>
+std::optional<T> named(const std::string& name, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (name == to_string(static_cast<T>(i))) return static_cast<T>(i);
+  }
   return std::nullopt;
 }
 
@@ -130,11 +122,12 @@ TrainingStep parse_traced_step(std::string_view text, const std::string& where, 
   // Phase starts: each phase runs from its start to the next one's.
   std::vector<Phase> phase_of_time(static_cast<size_t>(end), Phase::kResident);
   const auto& phases = r.member(doc, "phases", "document");
-  if (!phases.is_array() || phases.size() > kPhaseNames.size()) r.fail("phases", "not an array of at most 5 phases");
+  if (!phases.is_array() || phases.size() > static_cast<size_t>(kPhaseCount))
+    r.fail("phases", "not an array of at most 5 phases");
   int previous_start = 0;
   for (size_t i = 0; i < phases.size(); ++i) {
     const std::string place = fmt::format("phases[{}]", i);
-    const auto phase = named(kPhaseNames, r.text(phases[i], "phase", place));
+    const auto phase = named<Phase>(r.text(phases[i], "phase", place), kPhaseCount);
     if (!phase) r.fail(place, "phase is not resident, forward, loss, backward or optimizer");
     const int start = static_cast<int>(r.count(phases[i], "start", place, static_cast<uint64_t>(end)));
     if (start < previous_start) r.fail(place, "phases are not in time order");
@@ -159,10 +152,10 @@ TrainingStep parse_traced_step(std::string_view text, const std::string& where, 
     out.tensor = r.text(a, "tensor", place);
     out.op = r.text(a, "op", place);
     out.module = r.text(a, "module", place, false);
-    const auto phase = named(kPhaseNames, r.text(a, "phase", place));
+    const auto phase = named<Phase>(r.text(a, "phase", place), kPhaseCount);
     if (!phase) r.fail(place, "phase is not resident, forward, loss, backward or optimizer");
     out.phase = *phase;
-    const auto category = named(kCategoryNames, r.text(a, "category", place));
+    const auto category = named<Category>(r.text(a, "category", place), kCategories);
     if (!category) {
       r.fail(place, "category is not weights, gradients, optimizer_states, inputs, saved_activations or transient");
     }

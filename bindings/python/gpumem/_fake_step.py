@@ -55,9 +55,7 @@ def _storage_key(t: torch.Tensor) -> tuple[int, Any] | None:
 
 
 def _op_name(func) -> str:
-    name = getattr(func, "__name__", str(func))  # "addmm.default"
-    packet = name.split(".")[0]
-    return packet
+    return getattr(func, "__name__", str(func)).split(".")[0]  # "addmm.default" -> "addmm"
 
 
 class _Recorder(TorchDispatchMode):
@@ -180,7 +178,7 @@ class _Recorder(TorchDispatchMode):
         self.values.follow(func, args, kwargs, out)
         self.op_count += 1
         op = _op_name(func)
-        if op in _UNSIZED_WORKSPACES and op not in self.unsized:
+        if op in _UNSIZED_WORKSPACES:
             self.unsized.add(op)
         module = self.modules.current(self.phase)
         flat, _ = tree_flatten(out)
@@ -189,7 +187,6 @@ class _Recorder(TorchDispatchMode):
                 self.add(t, f"{op}:{self.op_count}" if len(flat) == 1 else f"{op}:{self.op_count}.{i}", op, module)
         self.reap(self.time + 1)
         return out
-
 
 
 class _Values:
@@ -372,10 +369,9 @@ def trace_step(model: torch.nn.Module, args: tuple, kwargs: dict, *, optimizer: 
     dev = torch.device(device)
     # Fake tensors live on the CPU whatever the device named: autograd's engine
     # wants a real CUDA device for CUDA tensors, even fake ones. Where CUDA
-    # differs in what a step allocates it is said here: the optimizer's
-    # multi-tensor (foreach) default; attention runs the kernel PyTorch picks
-    # on the CPU, whose outputs (the output and a float32 log-sum-exp per row)
-    # are those of CUDA's flash and memory-efficient kernels.
+    # differs in what a step allocates, it is said here: the optimizer's
+    # multi-tensor (foreach) default (_fake_optimizer) and the attention
+    # kernels CUDA picks (_CudaAttention).
     cuda = dev.type == "cuda"
     device_name = dev.type
     dev = torch.device("cpu")
@@ -420,10 +416,9 @@ def trace_step(model: torch.nn.Module, args: tuple, kwargs: dict, *, optimizer: 
     f_args = tree_map(to_fake, args)
     f_kwargs = tree_map(to_fake, kwargs)
     f_labels = tree_map(to_fake, labels)
-    with mode:
-        opt = _fake_optimizer(optimizer, model, fake, cuda) if optimizer is not None else None
-
     trainable = [fake[id(p)] for _, p in real if fake[id(p)].requires_grad]
+    with mode:
+        opt = _fake_optimizer(optimizer, fake, trainable, cuda) if optimizer is not None else None
     autocast = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
 
     def forward_and_loss():
@@ -486,12 +481,11 @@ def _run_step(rec, opt, trainable, real, fake, names, forward_and_loss, steady,
         rec.pinned.update(rec.live.keys())
     step_start = rec.time + 1
     out, value = forward_and_loss()
-    if not keep_output:
-        del out
+    kept = out if keep_output else None
+    del out
     rec.set_phase("backward")
     value.backward()
-    del value
-    out = None
+    del value, kept
     grad_index = {}
     for _, p in real:
         f = fake[id(p)]
@@ -568,8 +562,7 @@ def _document(model, rec, real, fake, step_start: int, grad_index: dict[int, str
     }
 
 
-
-def _fake_optimizer(optimizer: Any, model: torch.nn.Module, fake: dict[int, torch.Tensor], cuda: bool):
+def _fake_optimizer(optimizer: Any, fake: dict[int, torch.Tensor], trainable: list[torch.Tensor], cuda: bool):
     """The user's optimizer (an instance, a class or a torch.optim name) over the fake parameters,
     with the same groups and settings. On CUDA, an optimizer that leaves foreach and
     fused unset runs foreach, as torch.optim picks for CUDA tensors."""
@@ -579,7 +572,7 @@ def _fake_optimizer(optimizer: Any, model: torch.nn.Module, fake: dict[int, torc
             raise ValueError(f"optimizer {optimizer!r}: pass a torch.optim instance or class, or sgd, adam, adamw")
         optimizer = cls
     if isinstance(optimizer, type):
-        groups = [{"params": [f for p, f in _trainable(model, fake)]}]
+        groups = [{"params": trainable}]
         cls = optimizer
     else:
         groups = []
@@ -601,10 +594,6 @@ def _takes(cls: type, name: str) -> bool:
         return name in inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
         return False
-
-
-def _trainable(model: torch.nn.Module, fake: dict[int, torch.Tensor]):
-    return [(p, fake[id(p)]) for p in model.parameters() if id(p) in fake and fake[id(p)].requires_grad]
 
 
 def peak_bytes(doc: dict) -> int:

@@ -382,15 +382,13 @@ def estimate(model: torch.nn.Module, example_inputs: Any = None, optimizer: Any 
 
 
 def _frozen_names(model: torch.nn.Module, frozen: Any) -> set[str]:
-    """The parameters a traced step leaves without gradients: those matching FROZEN
-    (a regular expression or names), or by default those with requires_grad False."""
-    names = [n for n, _ in model.named_parameters()]
-    if frozen is None:
-        return {n for n, p in model.named_parameters() if not p.requires_grad}
-    if isinstance(frozen, str):
-        pattern = re.compile(frozen)
-        return {n for n in names if pattern.search(n)}
-    return set(frozen)
+    """The parameters a traced step leaves without gradients: those --frozen's pattern
+    (_frozen_pattern, as the export path passes it) finds in their names."""
+    pattern = _frozen_pattern(model, frozen)
+    if pattern is None:
+        return set()
+    found = re.compile(pattern)
+    return {n for n, _ in model.named_parameters() if found.search(n)}
 
 
 def fit(model: torch.nn.Module, example_inputs: Any, gpu: Any, optimizer: Any = None, precision: str | None = None,
